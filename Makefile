@@ -1,0 +1,39 @@
+# nvme-dataplane: a patch queue for QEMU's hw/nvme, and its tooling.
+# Each target is a thin call into one script; see README.md.
+
+.PHONY: all deps tree export build qtest check bench clean help
+
+all: build
+
+help:
+	@echo "make deps    install the Debian packages the project needs"
+	@echo "make tree    build/qemu: pinned upstream + patches/series (git am)"
+	@echo "make export  build/qemu commits since 'upstream' -> patches/"
+	@echo "make build   configure and build build/qemu into build/qemu-build"
+	@echo "make qtest   run the NVMe qtests against build/qemu-build"
+	@echo "make check   all tests, from patches/ as committed"
+	@echo "make bench   the benchmark"
+
+deps:
+	@scripts/deps.sh
+
+tree: deps
+	@scripts/tree.sh
+
+export:
+	@scripts/export.sh
+
+build: tree
+	@scripts/build.sh
+
+qtest: build
+	@scripts/qtest.sh
+
+check: deps
+	@scripts/check.sh
+
+bench: deps
+	@scripts/bench.sh
+
+clean:
+	rm -rf build

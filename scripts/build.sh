@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Configure (once, or when the options change) and build qemu-system-x86_64
+# and the qtest binaries the project's tests run.  Incremental.
+#   build.sh [--tree DIR] [--builddir DIR] [--asan] [ninja targets...]
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+tree=$top/build/qemu
+bdir=
+extra=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--tree) tree=$2; shift 2 ;;
+	--builddir) bdir=$2; shift 2 ;;
+	--asan) extra+=(--enable-asan); shift ;;
+	*) break ;;
+	esac
+done
+bdir=${bdir:-$top/build/qemu-build}
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(qemu-system-x86_64 tests/qtest/qos-test tests/qtest/nvme-io-test)
+
+die() { echo "build: $*" >&2; exit 1; }
+[ -d "$tree" ] || die "no source tree at $tree: run 'make tree' first"
+
+cc=cc
+if command -v ccache >/dev/null; then
+	cc="ccache cc"
+	# Share hits between build trees: the dev tree, the check tree and the
+	# bisect steps see the same sources at the same relative paths.
+	export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$top} CCACHE_NOHASHDIR=1
+fi
+uring=--disable-linux-io-uring
+pkg-config --atleast-version=0.3 liburing 2>/dev/null && uring=--enable-linux-io-uring
+fwpath=/usr/share/qemu:/usr/share/seabios:/usr/lib/ipxe/qemu
+
+args=(--cc="$cc" --python=/usr/bin/python3 --target-list=x86_64-softmmu
+	--without-default-features --enable-kvm --enable-linux-aio "$uring"
+	--disable-docs --disable-download --disable-install-blobs
+	--firmwarepath="$fwpath" "${extra[@]}")
+
+stamp=$bdir/.nvme-dp-configure
+want=$(printf '%s\n' "$tree" "${args[@]}")
+if [ ! -f "$bdir/build.ninja" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+	rm -rf "$bdir"
+	mkdir -p "$bdir"
+	echo "build: configuring $bdir"
+	(cd "$bdir" && "$tree/configure" "${args[@]}") >"$bdir/configure.log" 2>&1 ||
+		{ tail -n 30 "$bdir/configure.log" >&2; die "configure failed: see $bdir/configure.log"; }
+	echo "$want" >"$stamp"
+fi
+
+# A binary run from the build tree looks for firmware only in qemu-bundle/.
+for d in /usr/share/qemu /usr/share/seabios /usr/lib/ipxe/qemu; do
+	l=$bdir/qemu-bundle$d
+	[ -e "$l" ] && continue
+	mkdir -p "$(dirname "$l")"
+	ln -s "$d" "$l"
+done
+
+# Only build the qtest binaries that this tree has.
+have=()
+for t in "${targets[@]}"; do
+	case $t in
+	tests/qtest/nvme-io-test) [ -f "$tree/tests/qtest/nvme-io-test.c" ] || continue ;;
+	esac
+	have+=("$t")
+done
+echo "build: ninja ${have[*]}"
+ninja -C "$bdir" "${have[@]}"

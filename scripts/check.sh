@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# make check: everything, from patches/ as committed.
+#   1. the project's tests of its own tooling
+#   2. the series applies to pristine upstream (fresh check tree)
+#   3. checkpatch.pl on every patch: 0 errors (warnings listed)
+#   4. bisectability: every prefix of the series builds hw/nvme, the
+#      emulator and the nvme qtests
+#   5. the nvme qtests, upstream's and ours, against the full series
+# Ends with "N passed, N failed, N skipped", one count per test case.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+chk=$top/build/check
+tree=$chk/qemu
+bdir=$chk/qemu-build
+logs=$chk/logs
+patches=${NVME_DP_PATCHES:-$top/patches}
+mkdir -p "$logs"
+
+pass=0 fail=0 skip=0
+failed=()
+ok() { pass=$((pass + 1)); echo "ok - $*"; }
+notok() { fail=$((fail + 1)); failed+=("$*"); echo "not ok - $*"; }
+skipped() { skip=$((skip + 1)); echo "ok - $* # SKIP"; }
+check() { # check NAME CMD...
+	local name=$1; shift
+	if "$@"; then ok "$name"; else notok "$name"; fi
+}
+
+# Count the test cases of a TAP stream in $1 (prefix $2 for names).
+count_tap() {
+	local file=$1 prefix=$2 plan=0 seen=0 line
+	while IFS= read -r line; do
+		case $line in
+		1..*) plan=${line#1..}; plan=${plan%% *} ;;
+		"not ok "*) seen=$((seen + 1)); notok "$prefix: ${line#not ok }" ;;
+		"ok "*"# SKIP"*) seen=$((seen + 1)); skipped "$prefix: ${line#ok }" ;;
+		"ok "*) seen=$((seen + 1)); pass=$((pass + 1)) ;;
+		esac
+	done <"$file"
+	if [ "$seen" -lt "$plan" ]; then
+		local i
+		for ((i = seen; i < plan; i++)); do
+			notok "$prefix: test $((i + 1)) of $plan did not report (crash or hang: see $file)"
+		done
+	fi
+	[ "$plan" -gt 0 ] || [ "$seen" -gt 0 ] || notok "$prefix: ran no test (see $file)"
+	echo "# $prefix: $seen of $plan reported"
+}
+
+series() {
+	sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$patches/series" 2>/dev/null
+}
+mapfile -t plist < <(series)
+
+echo "# 1. tooling tests"
+"$top/tests/tooling.sh" >"$logs/tooling.tap" 2>"$logs/tooling.err"
+count_tap "$logs/tooling.tap" tooling
+
+echo "# 2. the series applies to pristine upstream"
+if NVME_DP_TREE=$tree "$top/scripts/tree.sh" --reapply >"$logs/tree.log" 2>&1; then
+	ok "series: ${#plist[@]} patch(es) apply to upstream $(. "$top/upstream.conf"; echo "$QEMU_VERSION")"
+	applied=1
+else
+	cat "$logs/tree.log" | sed 's/^/# /'
+	notok "series: applies to upstream (see $logs/tree.log)"
+	applied=
+fi
+
+if [ -n "$applied" ]; then
+	echo "# 3. checkpatch"
+	for p in "${plist[@]}"; do
+		out=$logs/checkpatch-${p%.patch}.log
+		(cd "$tree" && perl scripts/checkpatch.pl --no-color "$patches/$p") >"$out" 2>&1
+		total=$(grep -E '^total: [0-9]+ errors' "$out" | tail -n 1)
+		errs=$(echo "$total" | sed -nE 's/^total: ([0-9]+) errors.*/\1/p')
+		warns=$(echo "$total" | sed -nE 's/.* ([0-9]+) warnings.*/\1/p')
+		if [ -n "$errs" ] && [ "$errs" -eq 0 ]; then
+			ok "checkpatch: $p (${warns:-0} warnings)"
+			if [ "${warns:-0}" -gt 0 ]; then
+				grep -E -A3 '^WARNING' "$out" | sed 's/^/#   /'
+			fi
+		else
+			grep -E -A3 '^ERROR' "$out" | sed 's/^/#   /'
+			notok "checkpatch: $p (${errs:-?} errors; see $out)"
+		fi
+	done
+
+	echo "# 4. bisectability"
+	mapfile -t commits < <(git -C "$tree" rev-list --reverse upstream..main)
+	for ((i = 0; i < ${#commits[@]}; i++)); do
+		c=${commits[$i]}
+		subj=$(git -C "$tree" log -1 --format=%s "$c")
+		git -C "$tree" checkout -q --detach "$c"
+		if "$top/scripts/build.sh" --tree "$tree" --builddir "$bdir" \
+			>"$logs/bisect-$((i + 1)).log" 2>&1; then
+			ok "bisect: builds at patch $((i + 1))/${#commits[@]}: $subj"
+		else
+			tail -n 20 "$logs/bisect-$((i + 1)).log" | sed 's/^/#   /'
+			notok "bisect: builds at patch $((i + 1))/${#commits[@]}: $subj (see $logs/bisect-$((i + 1)).log)"
+		fi
+	done
+	git -C "$tree" checkout -q main
+
+	echo "# 5. nvme qtests"
+	if "$top/scripts/build.sh" --tree "$tree" --builddir "$bdir" >"$logs/build.log" 2>&1; then
+		"$top/scripts/qtest.sh" --builddir "$bdir" --logs "$logs"
+		for f in "$logs"/qtest-*.tap; do
+			[ -e "$f" ] || continue
+			n=$(basename "$f" .tap)
+			count_tap "$f" "${n#qtest-}"
+		done
+	else
+		tail -n 30 "$logs/build.log" | sed 's/^/#   /'
+		notok "build of the full series (see $logs/build.log)"
+	fi
+fi
+
+echo
+if [ ${#failed[@]} -gt 0 ]; then
+	echo "# failed:"
+	printf '#   %s\n' "${failed[@]}"
+fi
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Install exactly the Debian packages listed in scripts/packages.txt.
+# Idempotent: when every package is present (and new enough) it does nothing.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+list=$here/packages.txt
+
+SUDO=
+if [ "$(id -u)" -ne 0 ]; then
+	command -v sudo >/dev/null || { echo "deps: not root and no sudo: install the packages in $list by hand" >&2; exit 1; }
+	SUDO=sudo
+fi
+
+. /etc/os-release
+codename=${VERSION_CODENAME:-}
+
+pkgs=() bpo=()
+while read -r line; do
+	line=${line%%#*}; line=$(echo "$line" | xargs)
+	[ -n "$line" ] || continue
+	case $line in
+	*@backports) bpo+=("${line%@backports}") ;;
+	*) pkgs+=("$line") ;;
+	esac
+done <"$list"
+
+installed() {
+	[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]
+}
+
+# meson and pycotap need versions that bookworm lacks.
+new_enough() {
+	case $1 in
+	meson) dpkg --compare-versions "$(dpkg-query -W -f='${Version}' meson 2>/dev/null || echo 0)" ge 1.5 ;;
+	python3-pycotap) dpkg --compare-versions "$(dpkg-query -W -f='${Version}' python3-pycotap 2>/dev/null || echo 0)" ge 1.1 ;;
+	*) true ;;
+	esac
+}
+
+missing=()
+for p in "${pkgs[@]}" "${bpo[@]}"; do
+	installed "$p" && new_enough "$p" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "deps: all ${#pkgs[@]}+${#bpo[@]} packages present"
+	exit 0
+fi
+echo "deps: installing: ${missing[*]}"
+
+if [ "$codename" = bookworm ]; then
+	# bookworm-backports, for meson and python3-pycotap only.
+	src=/etc/apt/sources.list.d/nvme-dataplane-backports.sources
+	if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/ ; then
+		$SUDO tee "$src" >/dev/null <<-SRC
+		Types: deb
+		URIs: http://deb.debian.org/debian
+		Suites: bookworm-backports
+		Components: main
+		Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+		SRC
+	fi
+	pin=/etc/apt/preferences.d/nvme-dataplane-backports
+	{
+		echo "Package: ${bpo[*]}"
+		echo "Pin: release n=bookworm-backports"
+		echo "Pin-Priority: 990"
+	} | $SUDO tee "$pin" >/dev/null
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+for p in "${pkgs[@]}" "${bpo[@]}"; do
+	if ! installed "$p" || ! new_enough "$p"; then
+		echo "deps: $p is still missing or too old after apt-get install" >&2
+		exit 1
+	fi
+done
+echo "deps: done"

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Run the NVMe qtests (upstream's, inside qos-test, and nvme-io-test) against
+# a build; each binary's TAP goes to LOGS/qtest-NAME.tap.
+#   qtest.sh [--builddir DIR] [--logs DIR] [-p TESTPATH]
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+bdir=$top/build/qemu-build
+logs=$top/build/logs
+only=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--builddir) bdir=$2; shift 2 ;;
+	--logs) logs=$2; shift 2 ;;
+	-p) only+=(-p "$2"); shift 2 ;;
+	*) echo "qtest: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+mkdir -p "$logs"
+rm -f "$logs"/qtest-*.tap
+[ -x "$bdir/qemu-system-x86_64" ] || { echo "qtest: no $bdir/qemu-system-x86_64: run make build" >&2; exit 1; }
+export QTEST_QEMU_BINARY=$bdir/qemu-system-x86_64
+
+qos=/x86_64/pc/i440FX-pcihost/pci-bus-pc/pci-bus/nvme/nvme-tests
+run() { # run NAME BINARY ARGS...
+	local name=$1 bin=$2; shift 2
+	echo "# qtest: $name"
+	timeout 600 "$bin" --tap -k "$@" >"$logs/qtest-$name.tap" 2>"$logs/qtest-$name.err"
+	local rc=$?
+	grep -E '^(not ok|ok|1\.\.)' "$logs/qtest-$name.tap" | sed 's/^/#   /'
+	[ $rc -eq 0 ] || { echo "# qtest: $name exited $rc; stderr:"; tail -n 20 "$logs/qtest-$name.err" | sed 's/^/#   /'; }
+}
+
+if [ ${#only[@]} -eq 0 ]; then
+	run nvme-qos "$bdir/tests/qtest/qos-test" \
+		-p $qos/oob-cmb-access -p $qos/pmr-test-access -p $qos/reg-read
+	[ -x "$bdir/tests/qtest/nvme-io-test" ] && run nvme-io "$bdir/tests/qtest/nvme-io-test"
+else
+	run nvme-io "$bdir/tests/qtest/nvme-io-test" "${only[@]}"
+fi
+exit 0

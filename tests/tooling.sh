@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# Tests of the project's tooling (fetch, tree, export, deps), on a tiny
+# fake upstream so that they run in seconds.  TAP on stdout.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+n=0 failures=0
+tap() { # tap NAME CMD...
+	local name=$1; shift
+	n=$((n + 1))
+	# not in an if: errexit is ignored in a condition, even in a subshell
+	( set -e; "$@" ) >"$work/out.$n" 2>&1
+	local rc=$?
+	if [ $rc -eq 0 ]; then
+		echo "ok $n - $name"
+	else
+		echo "not ok $n - $name"
+		sed 's/^/# /' "$work/out.$n"
+		failures=$((failures + 1))
+	fi
+}
+
+# A fake upstream: a tarball with one top directory, its pin, no repack fixes.
+mkdir -p "$work/src/fake-1.0/hw" "$work/repack"
+printf 'int a;\n' >"$work/src/fake-1.0/hw/a.c"
+printf 'int b;\n' >"$work/src/fake-1.0/hw/b.c"
+tar -C "$work/src" -cJf "$work/fake.tar.xz" fake-1.0
+sum=$(sha256sum "$work/fake.tar.xz" | cut -d' ' -f1)
+cat >"$work/upstream.conf" <<CONF
+QEMU_VERSION=1.0
+DEBIAN_SOURCE=fake
+DEBIAN_VERSION=1.0-1
+QEMU_TARBALL_NAME=fake.tar.xz
+QEMU_TARBALL_SHA256=$sum
+CONF
+
+export NVME_DP_CONF=$work/upstream.conf NVME_DP_REPACK=$work/repack
+export NVME_DP_CACHE=$work/cache NVME_DP_SHARED=$work/none NVME_DP_NO_APT=1
+export NVME_DP_TREE=$work/tree NVME_DP_PATCHES=$work/patches
+export GIT_AUTHOR_NAME="Test Author" GIT_AUTHOR_EMAIL=author@example.invalid
+export GIT_COMMITTER_NAME="Test Author" GIT_COMMITTER_EMAIL=author@example.invalid
+
+fetch_verifies_and_caches() {
+	out=$(QEMU_TARBALL=$work/fake.tar.xz "$top/scripts/fetch-upstream.sh")
+	[ "$out" = "$work/cache/fake.tar.xz" ]
+	cmp "$out" "$work/fake.tar.xz"
+	# now the cache alone is enough
+	[ "$("$top/scripts/fetch-upstream.sh")" = "$work/cache/fake.tar.xz" ]
+}
+tap "fetch: verified tarball from \$QEMU_TARBALL is used and cached" fetch_verifies_and_caches
+
+fetch_rejects_bad_checksum() {
+	rm -rf "$work/cache"
+	echo corrupt >"$work/bad.tar.xz"
+	mkdir -p "$work/shared"
+	cp "$work/fake.tar.xz" "$work/shared/fake.tar.xz"
+	out=$(QEMU_TARBALL=$work/bad.tar.xz NVME_DP_SHARED=$work/shared \
+		"$top/scripts/fetch-upstream.sh" 2>"$work/err")
+	grep -q 'sha256 .* expected' "$work/err"
+	[ "$out" = "$work/cache/fake.tar.xz" ]
+	cmp "$out" "$work/fake.tar.xz"
+}
+tap "fetch: a tarball with the wrong sha256 is refused, the shared copy is taken" fetch_rejects_bad_checksum
+
+fetch_fails_loudly() {
+	rm -rf "$work/cache"
+	if QEMU_TARBALL=$work/bad.tar.xz "$top/scripts/fetch-upstream.sh" 2>"$work/err"; then
+		return 1
+	fi
+	grep -q 'tried:' "$work/err"
+	grep -q 'QEMU_TARBALL' "$work/err"
+	grep -q 'shared copy' "$work/err"
+	grep -q 'cache' "$work/err"
+	grep -q 'supply it with QEMU_TARBALL=' "$work/err"
+	cp "$work/fake.tar.xz" "$work/cache/fake.tar.xz" 2>/dev/null ||
+		{ mkdir -p "$work/cache"; cp "$work/fake.tar.xz" "$work/cache/"; }
+}
+tap "fetch: when every source fails it says what it tried and how to supply the file" fetch_fails_loudly
+
+# A patch on the fake tree, made the way a developer makes one.
+make_patch() { # make_patch FILE TEXT SUBJECT -> commit in $NVME_DP_TREE
+	printf '%s\n' "$2" >>"$NVME_DP_TREE/$1"
+	git -C "$NVME_DP_TREE" commit -q -s -am "$3"
+}
+
+tree_creates() {
+	rm -rf "$NVME_DP_TREE" "$NVME_DP_PATCHES"
+	mkdir -p "$NVME_DP_PATCHES"
+	: >"$NVME_DP_PATCHES/series"
+	"$top/scripts/tree.sh"
+	git -C "$NVME_DP_TREE" rev-parse -q --verify pristine >/dev/null
+	git -C "$NVME_DP_TREE" rev-parse -q --verify upstream >/dev/null
+	[ "$(git -C "$NVME_DP_TREE" rev-parse HEAD)" = "$(git -C "$NVME_DP_TREE" rev-parse upstream)" ]
+	[ -f "$NVME_DP_TREE/hw/a.c" ]
+}
+tap "tree: unpacks, commits the pristine source, tags pristine and upstream" tree_creates
+
+export_roundtrip() {
+	make_patch hw/a.c 'int a2;' 'hw/a: add a2'
+	make_patch hw/b.c 'int b2;' 'hw/b: add b2'
+	"$top/scripts/export.sh"
+	[ "$(cat "$NVME_DP_PATCHES/series")" = "$(printf '0001-hw-a-add-a2.patch\n0002-hw-b-add-b2.patch')" ]
+	head -n 1 "$NVME_DP_PATCHES/0001-hw-a-add-a2.patch" | grep -q '^From 0000000000000000000000000000000000000000 '
+	grep -q '^Subject: \[PATCH\] hw/a: add a2$' "$NVME_DP_PATCHES/0001-hw-a-add-a2.patch"
+	grep -q '^Signed-off-by: Test Author <author@example.invalid>$' "$NVME_DP_PATCHES/0001-hw-a-add-a2.patch"
+	! grep -q '^-- $' "$NVME_DP_PATCHES/0002-hw-b-add-b2.patch"
+	cp -r "$NVME_DP_PATCHES" "$work/first"
+	# rebuilding the tree from the patches and exporting again changes nothing
+	rm -rf "$NVME_DP_TREE"
+	"$top/scripts/tree.sh"
+	"$top/scripts/export.sh"
+	diff -r "$work/first" "$NVME_DP_PATCHES"
+}
+tap "export: stable output (zero commit, no signature, unnumbered subjects); tree + export round-trips byte for byte" export_roundtrip
+
+tree_reuses() {
+	head=$(git -C "$NVME_DP_TREE" rev-parse HEAD)
+	"$top/scripts/tree.sh" | grep -q 'reused'
+	[ "$(git -C "$NVME_DP_TREE" rev-parse HEAD)" = "$head" ]
+}
+tap "tree: a tree that matches patches/ is reused as it is" tree_reuses
+
+export_removes_stale() {
+	git -C "$NVME_DP_TREE" reset -q --hard HEAD~1
+	"$top/scripts/export.sh"
+	[ ! -e "$NVME_DP_PATCHES/0002-hw-b-add-b2.patch" ]
+	[ "$(cat "$NVME_DP_PATCHES/series")" = "0001-hw-a-add-a2.patch" ]
+}
+tap "export: patch files no longer in the tree are removed, series rewritten" export_removes_stale
+
+export_needs_signoff() {
+	echo 'int c;' >>"$NVME_DP_TREE/hw/b.c"
+	git -C "$NVME_DP_TREE" commit -q -am 'hw/b: no sign-off'
+	if "$top/scripts/export.sh" 2>"$work/err"; then return 1; fi
+	grep -q "no 'Signed-off-by: Test Author" "$work/err"
+	[ "$(cat "$NVME_DP_PATCHES/series")" = "0001-hw-a-add-a2.patch" ]
+	git -C "$NVME_DP_TREE" reset -q --hard HEAD~1
+}
+tap "export: refuses a commit without its author's Signed-off-by" export_needs_signoff
+
+tree_updates_after_pull() {
+	# patches/ gains a patch (as after a pull); the tree has nothing extra
+	cp -r "$NVME_DP_TREE" "$work/other"
+	make_patch hw/b.c 'int b3;' 'hw/b: add b3'
+	"$top/scripts/export.sh"
+	NVME_DP_TREE=$work/other "$top/scripts/tree.sh" | grep -q 'applying the series again'
+	[ "$(git -C "$work/other" log -1 --format=%s)" = "hw/b: add b3" ]
+	grep -q 'int b3;' "$work/other/hw/b.c"
+}
+tap "tree: after patches/ changed, a clean tree is reset and the series applied again" tree_updates_after_pull
+
+tree_refuses_extra_commits() {
+	# the other tree lost b3 from patches/ but holds it as a commit
+	git -C "$NVME_DP_TREE" reset -q --hard HEAD~1
+	"$top/scripts/export.sh"
+	head=$(git -C "$work/other" rev-parse HEAD)
+	if NVME_DP_TREE=$work/other "$top/scripts/tree.sh" 2>"$work/err"; then return 1; fi
+	grep -q 'not in patches/' "$work/err"
+	[ "$(git -C "$work/other" rev-parse HEAD)" = "$head" ]
+}
+tap "tree: refuses to touch a tree with commits that are not in patches/" tree_refuses_extra_commits
+
+tree_refuses_dirty() {
+	git -C "$work/other" reset -q --hard HEAD~1
+	make_patch hw/a.c 'int a4;' 'hw/a: add a4'
+	"$top/scripts/export.sh"
+	echo 'int dirty;' >>"$work/other/hw/a.c"
+	if NVME_DP_TREE=$work/other "$top/scripts/tree.sh" 2>"$work/err"; then return 1; fi
+	grep -q 'uncommitted changes' "$work/err"
+	grep -q 'int dirty;' "$work/other/hw/a.c"
+}
+tap "tree: refuses to touch a tree with uncommitted changes" tree_refuses_dirty
+
+tree_names_bad_patch() {
+	rm -rf "$work/third"
+	sed -i 's/^+int a4;/+int a5;/; s/^ int a2;/ int nope;/' "$NVME_DP_PATCHES/0002-hw-a-add-a4.patch"
+	if NVME_DP_TREE=$work/third "$top/scripts/tree.sh" 2>"$work/err"; then return 1; fi
+	grep -q 'patch 2, patches/0002-hw-a-add-a4.patch, does not apply' "$work/err"
+}
+tap "tree: a patch that does not apply stops the build, naming the patch" tree_names_bad_patch
+
+deps_noop() {
+	out=$("$top/scripts/deps.sh")
+	echo "$out" | grep -q 'packages present'
+}
+tap "deps: a no-op when every package is present" deps_noop
+
+# The harness itself: a failing step in the middle of a case fails it.
+harness_fails() { false; true; }
+( tap "harness" harness_fails ) >"$work/harness.out"
+n=$((n + 1))
+if grep -q '^not ok' "$work/harness.out"; then echo "ok $n - harness: a failing step inside a case fails the case"
+else echo "not ok $n - harness: a failing step inside a case fails the case"; failures=$((failures + 1)); fi
+
+echo "1..$n"
+[ "$failures" -eq 0 ]
