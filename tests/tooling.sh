@@ -117,7 +117,7 @@ tap "export: stable output (zero commit, no signature, unnumbered subjects); tre
 
 tree_reuses() {
 	head=$(git -C "$NVME_DP_TREE" rev-parse HEAD)
-	"$top/scripts/tree.sh" | grep -q 'reused'
+	out=$("$top/scripts/tree.sh"); echo "$out" | grep -q 'reused'
 	[ "$(git -C "$NVME_DP_TREE" rev-parse HEAD)" = "$head" ]
 }
 tap "tree: a tree that matches patches/ is reused as it is" tree_reuses
@@ -145,7 +145,7 @@ tree_updates_after_pull() {
 	cp -r "$NVME_DP_TREE" "$work/other"
 	make_patch hw/b.c 'int b3;' 'hw/b: add b3'
 	"$top/scripts/export.sh"
-	NVME_DP_TREE=$work/other "$top/scripts/tree.sh" | grep -q 'applying the series again'
+	out=$(NVME_DP_TREE=$work/other "$top/scripts/tree.sh"); echo "$out" | grep -q 'applying the series again'
 	[ "$(git -C "$work/other" log -1 --format=%s)" = "hw/b: add b3" ]
 	grep -q 'int b3;' "$work/other/hw/b.c"
 }
