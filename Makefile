@@ -1,7 +1,7 @@
 # nvme-dataplane: a patch queue for QEMU's hw/nvme, and its tooling.
 # Each target is a thin call into one script; see README.md.
 
-.PHONY: all deps tree export build qtest check bench clean help
+.PHONY: all deps tree export build qtest guest check bench clean help
 
 all: build
 
@@ -11,6 +11,7 @@ help:
 	@echo "make export  build/qemu commits since 'upstream' -> patches/"
 	@echo "make build   configure and build build/qemu into build/qemu-build"
 	@echo "make qtest   run the NVMe qtests against build/qemu-build"
+	@echo "make guest   build/guest: the Linux guest (kernel + initramfs) from Debian packages"
 	@echo "make check   all tests, from patches/ as committed"
 	@echo "make bench   the benchmark"
 
@@ -28,6 +29,9 @@ build: tree
 
 qtest: build
 	@scripts/qtest.sh
+
+guest: deps
+	@scripts/guest_image.py
 
 check: deps
 	@scripts/check.sh
