@@ -36,8 +36,8 @@ guest: deps
 check: deps
 	@scripts/check.sh
 
-bench: deps
-	@scripts/bench.sh
+bench: build guest
+	@scripts/bench.py
 
 clean:
 	rm -rf build

@@ -6,6 +6,7 @@
 #   4. bisectability: every prefix of the series builds hw/nvme, the
 #      emulator and the nvme qtests
 #   5. the nvme qtests, upstream's and ours, against the full series
+#   6. end-to-end tests in a Linux guest (fio verify in each NVMe config)
 # Ends with "N passed, N failed, N skipped", one count per test case.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -112,6 +113,17 @@ if [ -n "$applied" ]; then
 	else
 		tail -n 30 "$logs/build.log" | sed 's/^/#   /'
 		notok "build of the full series (see $logs/build.log)"
+	fi
+
+	echo "# 6. guest end-to-end tests (Linux guest, TCG)"
+	if "$top/scripts/guest_image.py" >"$logs/guest-image.log" 2>&1; then
+		NVME_DP_QEMU=$bdir/qemu-system-x86_64 E2E_LOGS=$logs \
+			"$top/tests/guest_e2e.py" >"$logs/e2e.tap" 2>"$logs/e2e.err"
+		sed 's/^/#   /' "$logs/e2e.tap"
+		count_tap "$logs/e2e.tap" e2e
+	else
+		tail -n 20 "$logs/guest-image.log" | sed 's/^/#   /'
+		notok "guest image (see $logs/guest-image.log)"
 	fi
 fi
 

@@ -46,11 +46,18 @@ def run(cmd, **kw):
 
 
 def kernel_package():
-    out = run(["apt-cache", "depends", "linux-image-amd64"])
-    m = re.search(r"Depends: (linux-image-[0-9][^\s]*)", out)
-    if not m:
-        die("apt-cache knows no linux-image-amd64: run 'apt-get update'")
-    return m.group(1)
+    for attempt in range(2):
+        out = subprocess.run(["apt-cache", "depends", "linux-image-amd64"],
+                             text=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL).stdout
+        m = re.search(r"Depends: (linux-image-[0-9][^\s]*)", out)
+        if m:
+            return m.group(1)
+        if attempt == 0:
+            say("apt-cache knows no linux-image-amd64: running apt-get update")
+            subprocess.run(["apt-get", "update", "-qq"], check=True)
+    die("apt-cache knows no linux-image-amd64 even after apt-get update: "
+        "check the apt sources (a Debian main archive is needed)")
 
 
 def closure(pkgs):

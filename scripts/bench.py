@@ -1,0 +1,354 @@
+#!/usr/bin/python3
+"""make bench: fio in a Linux guest, emulated NVMe against virtio-blk.
+
+For each configuration, one boot of the guest runs fio (randread, 4k,
+libaio, direct) at each queue depth against a null-co disk.  Around each
+fio run the guest prints a mark; on each mark the host samples the QEMU
+process: doorbell counters, per-thread CPU time and, under KVM, the vCPU
+exit counters.  Per-IO figures divide the host's deltas by the guest's
+completed I/Os over the same window.
+
+Environment: BENCH_CONFIGS (comma list), BENCH_QD (comma list),
+BENCH_RUNTIME (s), BENCH_RAMP (s), BENCH_JOBS (numjobs), BENCH_SMP
+(vCPUs), BENCH_QUICK=1 (a short run for CI), BENCH_ACCEL (kvm|tcg, to
+override the probe), BENCH_OUT (results directory).
+"""
+
+import datetime
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nvdp_vm  # noqa: E402
+
+BACKEND = ["-blockdev", "driver=null-co,node-name=d0,read-zeroes=on,size=8589934592"]
+NVME = "nvme,id=nvme0,drive=d0,serial=nvdp"
+VBLK = "virtio-blk-pci,id=vblk0,drive=d0"
+
+# name -> (kind, QEMU arguments, what it is)
+CONFIGS = {
+    "nvme-mmio": ("nvme", ["-device", NVME + ",dbcs=off,ioeventfd=off"],
+                  "plain doorbells (dbcs=off, ioeventfd=off)"),
+    "nvme-dbbuf": ("nvme", ["-device", NVME + ",dbcs=on,ioeventfd=off"],
+                   "shadow doorbells (dbcs=on, ioeventfd=off): upstream's default"),
+    "nvme-ioeventfd": ("nvme", ["-device", NVME + ",dbcs=on,ioeventfd=on"],
+                       "shadow doorbells and ioeventfd (dbcs=on, ioeventfd=on)"),
+    "virtio-blk": ("virtio", ["-device", VBLK], "virtio-blk, its defaults"),
+    "virtio-blk-iothread": ("virtio", [
+        "-object", "iothread,id=iot0,poll-max-ns=0",
+        "-device", VBLK + ",iothread=iot0"],
+        "virtio-blk in an iothread, poll-max-ns=0"),
+    "virtio-blk-iothread-poll": ("virtio", [
+        "-object", "iothread,id=iot0",
+        "-device", VBLK + ",iothread=iot0"],
+        "virtio-blk in an iothread, default polling"),
+}
+DEFAULT_CONFIGS = list(CONFIGS)
+QUICK_CONFIGS = ["nvme-mmio", "nvme-dbbuf", "nvme-ioeventfd", "virtio-blk"]
+
+JOB = r"""
+set -u
+dev=@DEV@
+kind=@KIND@
+n=0
+while [ ! -b /dev/$dev ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+[ -b /dev/$dev ] || { echo "NVDP error no /dev/$dev"; exit 1; }
+ios() { set -- $(cat /sys/block/$dev/stat); echo $(($1 + $5)); }
+irqs() {
+	awk -v p='@IRQ@' '$0 ~ p { for (i = 2; i <= NF; i++)
+		if ($i ~ /^[0-9]+$/) s += $i; else break } END { print s + 0 }' \
+		/proc/interrupts
+}
+notifies() { echo 0; }
+if [ "$kind" = virtio ]; then
+	t=/sys/kernel/tracing
+	mount -t tracefs nodev $t
+	echo 0 > $t/tracing_on
+	echo 'p:nvdp_notify vp_notify' > $t/kprobe_events
+	echo 1 > $t/events/kprobes/nvdp_notify/enable
+	notifies() { awk '$1 == "nvdp_notify" { print $2 }' $t/kprobe_profile; }
+fi
+for qd in @QDS@; do
+	echo "NVDP mark start qd=$qd ios=$(ios) irqs=$(irqs) notifies=$(notifies)"
+	fio --name=bench --filename=/dev/$dev --rw=randread --bs=4k \
+		--ioengine=libaio --direct=1 --numjobs=@JOBS@ --iodepth=$qd \
+		--time_based=1 --runtime=@RUNTIME@ --ramp_time=@RAMP@ \
+		--norandommap=1 --randrepeat=0 --group_reporting=1 \
+		--output-format=json --output=/tmp/fio.json --eta=never
+	rc=$?
+	echo "NVDP mark end qd=$qd ios=$(ios) irqs=$(irqs) notifies=$(notifies) rc=$rc"
+	echo "NVDP fio-json qd=$qd $(tr -d '\n' < /tmp/fio.json)"
+done
+"""
+
+
+def env_list(name, default):
+    v = os.environ.get(name)
+    return [x.strip() for x in v.split(",") if x.strip()] if v else default
+
+
+def say(msg):
+    print(msg, flush=True)
+
+
+class Sampler:
+    def __init__(self, guest, kind, accel):
+        self.g, self.kind, self.accel = guest, kind, accel
+
+    def sample(self):
+        s = {"t": time.monotonic()}
+        s["cpu_vcpu"], s["cpu_iothread"], s["cpu_total"] = \
+            nvdp_vm.thread_cpu(self.g.proc.pid)
+        if self.kind == "nvme":
+            q = self.g.qmp
+            s["sq_db"] = q.cmd("qom-get", path="/machine/peripheral/nvme0",
+                               property="x-sq-doorbell-writes")
+            s["cq_db"] = q.cmd("qom-get", path="/machine/peripheral/nvme0",
+                               property="x-cq-doorbell-writes")
+        if self.accel == "kvm":
+            stats = self.g.qmp.cmd("query-stats", target="vcpu")
+            for key in ("exits", "mmio_exits"):
+                s[key] = sum(st["value"] for v in stats
+                             for st in v["stats"] if st["name"] == key)
+        return s
+
+
+def fio_figures(text):
+    data = json.loads(text[text.index("{"):])
+    rd = data["jobs"][0]["read"]
+    pct = rd.get("clat_ns", {}).get("percentile", {})
+    return {
+        "iops": round(rd["iops"], 1),
+        "lat_p50_us": round(pct.get("50.000000", 0) / 1000, 1),
+        "lat_p99_us": round(pct.get("99.000000", 0) / 1000, 1),
+        "fio_ios": rd["total_ios"],
+    }
+
+
+def run_config(name, accel, qds, opts, outdir, progress):
+    kind, devargs, _ = CONFIGS[name]
+    job = JOB
+    for k, v in {"@DEV@": "nvme0n1" if kind == "nvme" else "vda",
+                 "@KIND@": kind,
+                 "@IRQ@": "nvme0q[1-9]" if kind == "nvme" else "virtio0-req",
+                 "@QDS@": " ".join(str(q) for q in qds),
+                 "@JOBS@": str(opts["jobs"]),
+                 "@RUNTIME@": str(opts["runtime"]),
+                 "@RAMP@": str(opts["ramp"])}.items():
+        job = job.replace(k, v)
+    g = nvdp_vm.Guest(job, BACKEND + devargs, accel=accel, smp=opts["smp"],
+                      log=os.path.join(outdir, "%s.console.log" % name))
+    sampler = Sampler(g, kind, accel)
+    records, marks, boot = [], {}, None
+    budget = 120 + len(qds) * (opts["runtime"] + opts["ramp"] + 60)
+    try:
+        g.start()
+        for line in g.lines(budget):
+            if line.startswith("NVDP job-start"):
+                boot = round(time.monotonic() - g.t0, 2)
+            elif line.startswith("NVDP error"):
+                say("  guest: " + line)
+            elif line.startswith("NVDP mark"):
+                what, kv = nvdp_vm.parse_mark(line)
+                marks[(what, kv["qd"])] = (sampler.sample(), kv)
+                if what == "start":
+                    progress(name, kv["qd"])
+            elif line.startswith("NVDP fio-json"):
+                qd = line.split()[2].split("=")[1]
+                text = line.split(" ", 3)[3]
+                records.append(make_record(name, kind, accel, int(qd), opts,
+                                           marks[("start", qd)],
+                                           marks[("end", qd)], text, boot))
+    finally:
+        g.stop()
+    return records
+
+
+def make_record(name, kind, accel, qd, opts, start, end, fio_text, boot):
+    s0, g0 = start
+    s1, g1 = end
+    if g1.get("rc") != "0":
+        raise RuntimeError("%s qd=%d: fio failed (rc=%s)" % (name, qd,
+                                                           g1.get("rc")))
+    ios = int(g1["ios"]) - int(g0["ios"])
+    rec = {"config": name, "accel": accel, "qd": qd, "numjobs": opts["jobs"],
+           "runtime_s": opts["runtime"], "ramp_s": opts["ramp"],
+           "vcpus": opts["smp"], "boot_to_job_s": boot, "window_ios": ios,
+           "window_s": round(s1["t"] - s0["t"], 2)}
+    rec.update(fio_figures(fio_text))
+    per = (lambda d: round(d / ios, 4)) if ios else (lambda d: None)
+    if kind == "nvme":
+        sq = s1["sq_db"] - s0["sq_db"]
+        cq = s1["cq_db"] - s0["cq_db"]
+        rec["sq_doorbells_per_io"] = per(sq)
+        rec["cq_doorbells_per_io"] = per(cq)
+        rec["doorbells_per_io"] = per(sq + cq)
+    else:
+        rec["doorbells_per_io"] = per(int(g1["notifies"]) -
+                                      int(g0["notifies"]))
+    rec["irqs_per_io"] = per(int(g1["irqs"]) - int(g0["irqs"]))
+    us = lambda k: per((s1[k] - s0[k]) * 1e6)  # noqa: E731
+    rec["cpu_vcpu_us_per_io"] = us("cpu_vcpu")
+    rec["cpu_iothread_us_per_io"] = us("cpu_iothread")
+    other = ((s1["cpu_total"] - s0["cpu_total"]) -
+             (s1["cpu_vcpu"] - s0["cpu_vcpu"]) -
+             (s1["cpu_iothread"] - s0["cpu_iothread"]))
+    rec["cpu_other_us_per_io"] = per(other * 1e6)
+    if accel == "kvm":
+        rec["exits_per_io"] = per(s1["exits"] - s0["exits"])
+        rec["mmio_exits_per_io"] = per(s1["mmio_exits"] - s0["mmio_exits"])
+    return rec
+
+
+def table(records):
+    cols = [("config", "config", "%-25s"), ("qd", "qd", "%4d"),
+            ("IOPS", "iops", "%9.0f"), ("p50us", "lat_p50_us", "%7.1f"),
+            ("p99us", "lat_p99_us", "%7.1f"),
+            ("db/IO", "doorbells_per_io", "%6.3f"),
+            ("irq/IO", "irqs_per_io", "%6.3f"),
+            ("vcpu us/IO", "cpu_vcpu_us_per_io", "%10.1f"),
+            ("iothr us/IO", "cpu_iothread_us_per_io", "%11.1f"),
+            ("other us/IO", "cpu_other_us_per_io", "%11.1f")]
+    if any(r["accel"] == "kvm" for r in records):
+        cols += [("exits/IO", "exits_per_io", "%8.2f"),
+                 ("mmio/IO", "mmio_exits_per_io", "%7.2f")]
+    out = []
+    head = []
+    for title, _, fmt in cols:
+        width = int("".join(c for c in fmt.split(".")[0] if c.isdigit()))
+        head.append(title.ljust(width) if "-" in fmt else title.rjust(width))
+    out.append("  ".join(head))
+    for r in records:
+        row = []
+        for _, key, fmt in cols:
+            v = r.get(key)
+            if v is None:
+                width = int("".join(c for c in fmt.split(".")[0]
+                                    if c.isdigit()))
+                row.append("-".rjust(width))
+            else:
+                row.append(fmt % v)
+        out.append("  ".join(row))
+    return "\n".join(out)
+
+
+def plot(records, path, accel):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        say("bench: python3-matplotlib missing: no plot (make deps installs it)")
+        return
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5))
+    configs = []
+    for r in records:
+        if r["config"] not in configs:
+            configs.append(r["config"])
+    for ax, key, title in zip(axes, ["iops", "doorbells_per_io",
+                                     "irqs_per_io"],
+                              ["IOPS", "doorbell writes per IO",
+                               "interrupts per IO"]):
+        for c in configs:
+            rs = sorted((r for r in records if r["config"] == c),
+                        key=lambda r: r["qd"])
+            ax.plot([r["qd"] for r in rs], [r[key] or 0 for r in rs],
+                    marker="o", label=c)
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("iodepth")
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("fio randread 4k, null-co backend, accel=%s%s" %
+                 (accel, " (TCG: IOPS measure the emulator)"
+                  if accel == "tcg" else ""))
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def main():
+    quick = os.environ.get("BENCH_QUICK") == "1"
+    configs = env_list("BENCH_CONFIGS",
+                       QUICK_CONFIGS if quick else DEFAULT_CONFIGS)
+    for c in configs:
+        if c not in CONFIGS:
+            sys.exit("bench: unknown config %s (known: %s)" %
+                     (c, ", ".join(CONFIGS)))
+    qds = [int(q) for q in env_list("BENCH_QD",
+                                    ["1", "16"] if quick else
+                                    ["1", "4", "16", "64"])]
+    opts = {"runtime": int(os.environ.get("BENCH_RUNTIME",
+                                          "3" if quick else "10")),
+            "ramp": int(os.environ.get("BENCH_RAMP", "1" if quick else "2")),
+            "jobs": int(os.environ.get("BENCH_JOBS", "1")),
+            "smp": int(os.environ.get("BENCH_SMP", "1"))}
+
+    accel = os.environ.get("BENCH_ACCEL")
+    if accel:
+        why = "BENCH_ACCEL=%s" % accel
+    else:
+        ok, why = nvdp_vm.kvm_runs_linux()
+        accel = "kvm" if ok else "tcg"
+    say("bench: accel=%s (%s)" % (accel, why))
+    if accel == "tcg":
+        say("bench: " + "=" * 66)
+        say("bench: TCG: IOPS and latencies measure QEMU's CPU emulator, not")
+        say("bench: the device. Doorbells/IO and irqs/IO carry over to KVM only")
+        say("bench: where suppression is structural; see README.")
+        say("bench: " + "=" * 66)
+
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = os.environ.get("BENCH_OUT", os.path.join(nvdp_vm.TOP, "results"))
+    outdir = os.path.join(base, stamp)
+    os.makedirs(outdir)
+    total = len(configs) * len(qds)
+    done = [0]
+    t0 = time.monotonic()
+
+    def progress(name, qd):
+        done[0] += 1
+        el = time.monotonic() - t0
+        left = el / max(done[0] - 1, 1) * (total - done[0] + 1) \
+            if done[0] > 1 else None
+        say("bench: [%d/%d] %s qd=%s%s" % (
+            done[0], total, name, qd,
+            "  (about %d min left)" % round(left / 60) if left else ""))
+
+    records = []
+    for c in configs:
+        say("bench: %s: %s" % (c, CONFIGS[c][2]))
+        records += run_config(c, accel, qds, opts, outdir, progress)
+
+    meta = {"date": stamp, "accel": accel, "accel_reason": why,
+            "tcg_note": "IOPS are TCG figures: they measure the emulator"
+            if accel == "tcg" else None,
+            "configs": {c: CONFIGS[c][2] for c in configs},
+            "qemu": nvdp_vm.QEMU, "options": opts,
+            "command": "make bench " + " ".join(
+                "%s=%s" % (k, os.environ[k]) for k in sorted(os.environ)
+                if k.startswith("BENCH_"))}
+    with open(os.path.join(outdir, "results.json"), "w") as f:
+        json.dump({"meta": meta, "records": records}, f, indent=1)
+    plot(records, os.path.join(outdir, "bench.png"), accel)
+    text = table(records)
+    with open(os.path.join(outdir, "table.txt"), "w") as f:
+        f.write(text + "\n")
+    latest = os.path.join(base, "latest")
+    if os.path.islink(latest):
+        os.unlink(latest)
+    os.symlink(stamp, latest)
+    say("")
+    if accel == "tcg":
+        say("accel=tcg: IOPS below are TCG figures (they measure the emulator)")
+    say(text)
+    say("")
+    say("bench: %s (results.json, table.txt, bench.png) in %.0f s" %
+        (outdir, time.monotonic() - t0))
+
+
+if __name__ == "__main__":
+    main()
