@@ -7,6 +7,7 @@
 #      emulator and the nvme qtests
 #   5. the nvme qtests, upstream's and ours, against the full series
 #   6. end-to-end tests in a Linux guest (fio verify in each NVMe config)
+#   7. a CI-sized benchmark run and checks of what it writes
 # Ends with "N passed, N failed, N skipped", one count per test case.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -121,6 +122,12 @@ if [ -n "$applied" ]; then
 			"$top/tests/guest_e2e.py" >"$logs/e2e.tap" 2>"$logs/e2e.err"
 		sed 's/^/#   /' "$logs/e2e.tap"
 		count_tap "$logs/e2e.tap" e2e
+
+		echo "# 7. benchmark smoke run (BENCH_QUICK=1)"
+		NVME_DP_QEMU=$bdir/qemu-system-x86_64 \
+			"$top/tests/bench_smoke.py" >"$logs/bench.tap" 2>"$logs/bench.err"
+		sed 's/^/#   /' "$logs/bench.tap"
+		count_tap "$logs/bench.tap" bench
 	else
 		tail -n 20 "$logs/guest-image.log" | sed 's/^/#   /'
 		notok "guest image (see $logs/guest-image.log)"

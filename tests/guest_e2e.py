@@ -131,6 +131,21 @@ def main():
                              r["error"] or "fio %s (see %s)" % (res, log))
         finally:
             os.unlink(img)
+    # Control: the same verify on an image nobody wrote must fail, or the
+    # cases above prove nothing.
+    fd, img = tempfile.mkstemp(prefix="nvdp-e2e-", suffix=".raw")
+    os.ftruncate(fd, IMG_SIZE)
+    os.close(fd)
+    try:
+        log = os.path.join(logs, "e2e-control.log")
+        r = boot(img, CONFIGS[names[0]][0], True, log)
+        bad = [j for j, _ in JOBS
+               if r["fio"].get(j, {}).get("rc", "0") != "0"]
+        tap.case(len(bad) == len(JOBS), "e2e control: reverify of a "
+                 "never-written image fails in every job (%s)" %
+                 ", ".join(bad), r["error"] or "see " + log)
+    finally:
+        os.unlink(img)
     print("1..%d" % tap.n)
     return 1 if tap.failed else 0
 

@@ -1,0 +1,87 @@
+#!/usr/bin/python3
+"""A CI-sized benchmark run (BENCH_QUICK=1) and checks of what it wrote.
+
+TAP on stdout.  Besides the files and fields, two figures are structural
+and so exact even under TCG: with plain doorbells a Linux guest rings twice
+per I/O at iodepth 1 (SQ tail, then CQ head), and with ioeventfd the same
+writes land in eventfds and must still be counted.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIELDS = ["config", "accel", "qd", "numjobs", "iops", "lat_p50_us",
+          "lat_p99_us", "doorbells_per_io", "irqs_per_io",
+          "cpu_vcpu_us_per_io", "cpu_iothread_us_per_io",
+          "cpu_other_us_per_io"]
+
+n = failed = 0
+
+
+def case(ok, name, why=""):
+    global n, failed
+    n += 1
+    failed += not ok
+    print("%s %d - %s%s" % ("ok" if ok else "not ok", n, name,
+                            "" if ok else "  # " + why), flush=True)
+
+
+def main():
+    out = tempfile.mkdtemp(prefix="nvdp-bench-")
+    env = dict(os.environ, BENCH_QUICK="1", BENCH_OUT=out, BENCH_RUNTIME="2",
+               BENCH_RAMP="1",
+               BENCH_CONFIGS="nvme-mmio,nvme-dbbuf,nvme-ioeventfd,virtio-blk")
+    p = subprocess.run([os.path.join(TOP, "scripts", "bench.py")], env=env,
+                       text=True, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT)
+    sys.stderr.write(p.stdout)
+    case(p.returncode == 0, "bench: BENCH_QUICK=1 run exits 0",
+         p.stdout[-2000:])
+    latest = os.path.join(out, "latest")
+    case(os.path.isdir(latest), "bench: results/latest points at the run")
+    files = ["results.json", "table.txt", "bench.png"]
+    have = [f for f in files if os.path.exists(os.path.join(latest, f))]
+    case(have == files, "bench: writes %s" % ", ".join(files),
+         "has only %s" % have)
+    try:
+        data = json.load(open(os.path.join(latest, "results.json")))
+        recs = data["records"]
+    except (OSError, ValueError, KeyError) as e:
+        case(False, "bench: results.json parses", str(e))
+        recs = []
+    want = {(c, q) for c in env["BENCH_CONFIGS"].split(",") for q in (1, 16)}
+    got = {(r["config"], r["qd"]) for r in recs}
+    case(want == got, "bench: one record per config and queue depth",
+         "missing %s" % sorted(want - got))
+    missing = sorted({f for r in recs for f in FIELDS if f not in r})
+    case(recs and not missing, "bench: every record has %s" %
+         ", ".join(FIELDS), "missing %s" % missing)
+    case(all(r["iops"] > 0 and r["irqs_per_io"] for r in recs),
+         "bench: IOPS and interrupts counted in every record")
+    tcg = all(r["accel"] == "tcg" for r in recs)
+    case(not tcg or data["meta"].get("tcg_note"),
+         "bench: results.json says when IOPS are TCG figures")
+    case(not tcg or "TCG" in p.stdout, "bench: the output says TCG")
+    by = {(r["config"], r["qd"]): r for r in recs}
+    mmio = by.get(("nvme-mmio", 1), {}).get("doorbells_per_io")
+    case(mmio == 2.0, "bench: nvme-mmio rings exactly 2 doorbells per IO "
+         "at QD1", "got %s" % mmio)
+    evfd = by.get(("nvme-ioeventfd", 1), {}).get("doorbells_per_io")
+    case(evfd is not None and evfd >= 1.0,
+         "bench: nvme-ioeventfd doorbells are counted through the "
+         "eventfds (>= 1 per IO at QD1)", "got %s" % evfd)
+    vblk = by.get(("virtio-blk", 1), {}).get("doorbells_per_io")
+    case(vblk is not None and 0.9 <= vblk <= 1.1,
+         "bench: virtio-blk notifies once per IO at QD1", "got %s" % vblk)
+    print("1..%d" % n)
+    shutil.rmtree(out, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
