@@ -148,6 +148,8 @@ def run_config(name, accel, qds, opts, outdir, progress):
         for line in g.lines(budget):
             if line.startswith("NVDP job-start"):
                 boot = round(time.monotonic() - g.t0, 2)
+                say("bench: %s: guest booted to its job in %.1f s" %
+                    (name, boot))
             elif line.startswith("NVDP error"):
                 say("  guest: " + line)
             elif line.startswith("NVDP mark"):
