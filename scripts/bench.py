@@ -35,6 +35,10 @@ CONFIGS = {
                    "shadow doorbells (dbcs=on, ioeventfd=off): upstream's default"),
     "nvme-ioeventfd": ("nvme", ["-device", NVME + ",dbcs=on,ioeventfd=on"],
                        "shadow doorbells and ioeventfd (dbcs=on, ioeventfd=on)"),
+    "nvme-irqfd": ("nvme", ["-device", NVME + ",dbcs=on,ioeventfd=on,"
+                                          "irq-eventfd=on"],
+                   "shadow doorbells, ioeventfd, interrupts through per-vector "
+                   "eventfds (irq-eventfd=on)"),
     "virtio-blk": ("virtio", ["-device", VBLK], "virtio-blk, its defaults"),
     "virtio-blk-iothread": ("virtio", [
         "-object", "iothread,id=iot0,poll-max-ns=0",

@@ -24,6 +24,7 @@ CONFIGS = {
     "nvme-mmio": (NVME + ",dbcs=off,ioeventfd=off", False),
     "nvme-dbbuf": (NVME + ",dbcs=on,ioeventfd=off", True),
     "nvme-ioeventfd": (NVME + ",dbcs=on,ioeventfd=on", True),
+    "nvme-irqfd": (NVME + ",dbcs=on,ioeventfd=on,irq-eventfd=on", True),
 }
 IMG_SIZE = 256 << 20
 
