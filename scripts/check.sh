@@ -7,7 +7,8 @@
 #      emulator and the nvme qtests
 #   5. the nvme qtests, upstream's and ours, against the full series
 #   6. end-to-end tests in a Linux guest (fio verify in each NVMe config)
-#   7. a CI-sized benchmark run and checks of what it writes
+#   7. the freestanding KVM test guest, under TCG and, where it runs, KVM
+#   8. a CI-sized benchmark run and checks of what it writes
 # Ends with "N passed, N failed, N skipped", one count per test case.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -123,7 +124,13 @@ if [ -n "$applied" ]; then
 		sed 's/^/#   /' "$logs/e2e.tap"
 		count_tap "$logs/e2e.tap" e2e
 
-		echo "# 7. benchmark smoke run (BENCH_QUICK=1)"
+		echo "# 7. the freestanding KVM test guest (TCG; KVM where it runs)"
+		NVME_DP_QEMU=$bdir/qemu-system-x86_64 \
+			"$top/tests/kvm_guest.py" >"$logs/kvm-guest.tap" 2>"$logs/kvm-guest.err"
+		sed 's/^/#   /' "$logs/kvm-guest.tap"
+		count_tap "$logs/kvm-guest.tap" kvm-guest
+
+		echo "# 8. benchmark smoke run (BENCH_QUICK=1)"
 		NVME_DP_QEMU=$bdir/qemu-system-x86_64 \
 			"$top/tests/bench_smoke.py" >"$logs/bench.tap" 2>"$logs/bench.err"
 		sed 's/^/#   /' "$logs/bench.tap"

@@ -1,0 +1,164 @@
+#!/usr/bin/python3
+"""Run the freestanding NVMe test guest (tests/kvm-guest) under TCG and KVM.
+
+The guest programs MSI-X, creates an I/O queue pair, writes and reads back
+blocks one at a time and waits for every completion interrupt with hlt.
+Under TCG it checks the device end to end.  Under KVM (where /dev/kvm can
+run it) it also checks, from QMP query-stats sampled at the guest's marks,
+that with shadow doorbells and ioeventfd the I/O loop makes no MMIO exit to
+userspace.  Where KVM cannot run it, the KVM cases are reported as skipped.
+
+TAP on stdout.  Environment: NVME_DP_QEMU, KVM_GUEST_IOS.
+"""
+
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "scripts"))
+import nvdp_vm  # noqa: E402
+
+SRC = os.path.join(TOP, "tests", "kvm-guest")
+OUT = os.path.join(TOP, "build", "kvm-guest")
+ELF = os.path.join(OUT, "nvme-kvm-guest.elf")
+IOS = int(os.environ.get("KVM_GUEST_IOS", "200"))
+
+CASES = [
+    ("mmio", "ioeventfd=off", ""),
+    ("dbbuf-ioeventfd", "ioeventfd=on", "dbbuf"),
+    ("dbbuf-ioeventfd-irq-eventfd", "ioeventfd=on,irq-eventfd=on", "dbbuf"),
+]
+
+n = failed = 0
+
+
+def case(ok, name, why="", skip=None):
+    global n, failed
+    n += 1
+    if skip:
+        print("ok %d - %s # SKIP %s" % (n, name, skip), flush=True)
+        return
+    failed += not ok
+    print("%s %d - %s%s" % ("ok" if ok else "not ok", n, name,
+                            "" if ok else "  # " + why), flush=True)
+
+
+def run(accel, devopts, append, img, timeout):
+    """Boot the guest; returns (exit status, lines, samples at marks)."""
+    tmp = tempfile.mkdtemp(prefix="nvdp-kg-")
+    qmp_path = os.path.join(tmp, "qmp.sock")
+    argv = [nvdp_vm.QEMU, "-nodefaults", "-no-user-config", "-machine", "pc",
+            "-accel", accel, "-display", "none", "-serial", "stdio",
+            "-qmp", "unix:%s,server=on,wait=off" % qmp_path,
+            "-kernel", ELF, "-append", "ios=%d sync %s" % (IOS, append),
+            "-device", "isa-debug-exit,iobase=0xf4,iosize=0x04",
+            "-blockdev", "driver=file,node-name=d0,filename=%s" % img,
+            "-device", "nvme,drive=d0,serial=kvm-guest," + devopts]
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    lines, samples, buf = [], {}, b""
+    qmp = None
+    try:
+        qmp = nvdp_vm.QMP(qmp_path, proc)
+        end = time.monotonic() + timeout
+        fd = proc.stdout.fileno()
+        while time.monotonic() < end:
+            r, _, _ = select.select([fd], [], [], 1.0)
+            if not r:
+                continue
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            buf += chunk
+            while b"\n" in buf:
+                raw, buf = buf.split(b"\n", 1)
+                line = raw.decode("utf-8", "replace").strip()
+                lines.append(line)
+                if line.startswith("NVDP mark "):
+                    name = line.split()[2]
+                    if accel == "kvm":
+                        stats = qmp.cmd("query-stats", target="vcpu")
+                        samples[name] = {
+                            k: sum(st["value"] for v in stats
+                                   for st in v["stats"] if st["name"] == k)
+                            for k in ("exits", "mmio_exits")}
+                    proc.stdin.write(b"g")
+                    proc.stdin.flush()
+        else:
+            lines.append("TIMEOUT after %d s" % timeout)
+        proc.wait(timeout=10)
+    except (OSError, RuntimeError, EOFError, subprocess.TimeoutExpired) as e:
+        lines.append("ERROR %s" % e)
+    finally:
+        if qmp:
+            qmp.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for f in os.listdir(tmp):
+            os.unlink(os.path.join(tmp, f))
+        os.rmdir(tmp)
+    return proc.returncode, lines, samples
+
+
+def result(lines):
+    for line in lines:
+        if line.startswith("NVDP ok "):
+            kv = dict(p.split("=") for p in line.split()[2:])
+            return int(kv["ios"]), int(kv["irqs"])
+    return None, None
+
+
+def kvm_usable():
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return "no usable /dev/kvm on this host"
+    return None
+
+
+def main():
+    subprocess.run(["make", "-s", "-C", SRC, "OUT=" + OUT], check=True,
+                   stdout=sys.stderr)
+    fd, img = tempfile.mkstemp(prefix="nvdp-kg-", suffix=".raw")
+    os.ftruncate(fd, 64 << 20)
+    os.close(fd)
+    try:
+        for name, devopts, append in CASES:
+            rc, lines, _ = run("tcg", devopts, append, img, 120)
+            ios, irqs = result(lines)
+            case(rc == 1 and ios == IOS and irqs is not None and irqs >= ios,
+                 "kvm-guest tcg %s: %s verified I/Os, one interrupt each "
+                 "(irqs=%s)" % (name, IOS, irqs),
+                 "exit %s: %s" % (rc, " | ".join(lines[-4:])))
+
+        why = kvm_usable()
+        for name, devopts, append in CASES:
+            title = "kvm-guest kvm %s: verified I/Os%s" % (
+                name, ", no MMIO exit to userspace per I/O"
+                if "ioeventfd=on" in devopts else "")
+            if why:
+                case(False, title, skip=why)
+                continue
+            rc, lines, s = run("kvm", devopts, append, img, 600)
+            ios, irqs = result(lines)
+            ok = rc == 1 and ios == IOS and "start" in s and "end" in s
+            detail = ""
+            if ok:
+                mmio = (s["end"]["mmio_exits"] - s["start"]["mmio_exits"]) / ios
+                exits = (s["end"]["exits"] - s["start"]["exits"]) / ios
+                detail = " (exits/IO %.2f, mmio_exits/IO %.3f)" % (exits, mmio)
+                if "ioeventfd=on" in devopts:
+                    ok = mmio < 0.05
+            case(ok, title + detail,
+                 "exit %s: %s" % (rc, " | ".join(lines[-4:])))
+    finally:
+        os.unlink(img)
+    print("1..%d" % n)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
