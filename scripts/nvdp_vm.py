@@ -91,6 +91,35 @@ def thread_cpu(pid):
     return vcpu, iot, total
 
 
+def serial_lines(proc, timeout, log=None):
+    """Lines QEMU writes on stdout (-serial stdio) until it exits; raises
+    TimeoutError past @timeout seconds.  Each line is copied to @log."""
+    end = time.monotonic() + timeout
+    buf = b""
+    fd = proc.stdout.fileno()
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("guest did not finish in %d s" % timeout)
+        r, _, _ = select.select([fd], [], [], min(left, 1.0))
+        if not r:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            text = line.decode("utf-8", "replace").rstrip("\r")
+            if log:
+                log.write(text + "\n")
+                log.flush()
+            yield text
+    if buf and log:
+        log.write(buf.decode("utf-8", "replace"))
+    proc.wait()
+
+
 class Guest:
     """One boot of the guest with a job; yields serial lines as they come."""
 
@@ -128,30 +157,7 @@ class Guest:
 
     def lines(self, timeout):
         """Serial lines until QEMU exits; raises TimeoutError past timeout."""
-        end = time.monotonic() + timeout
-        buf = b""
-        fd = self.proc.stdout.fileno()
-        while True:
-            left = end - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("guest did not finish in %d s" % timeout)
-            r, _, _ = select.select([fd], [], [], min(left, 1.0))
-            if not r:
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                text = line.decode("utf-8", "replace").rstrip("\r")
-                if self.log:
-                    self.log.write(text + "\n")
-                    self.log.flush()
-                yield text
-        if buf and self.log:
-            self.log.write(buf.decode("utf-8", "replace"))
-        self.proc.wait()
+        return serial_lines(self.proc, timeout, self.log)
 
     def stop(self):
         if self.qmp:

@@ -12,11 +12,9 @@ TAP on stdout.  Environment: NVME_DP_QEMU, KVM_GUEST_IOS.
 """
 
 import os
-import select
 import subprocess
 import sys
 import tempfile
-import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
@@ -60,38 +58,24 @@ def run(accel, devopts, append, img, timeout):
             "-device", "nvme,drive=d0,serial=kvm-guest," + devopts]
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    lines, samples, buf = [], {}, b""
+    lines, samples = [], {}
     qmp = None
     try:
         qmp = nvdp_vm.QMP(qmp_path, proc)
-        end = time.monotonic() + timeout
-        fd = proc.stdout.fileno()
-        while time.monotonic() < end:
-            r, _, _ = select.select([fd], [], [], 1.0)
-            if not r:
-                continue
-            chunk = os.read(fd, 4096)
-            if not chunk:
-                break
-            buf += chunk
-            while b"\n" in buf:
-                raw, buf = buf.split(b"\n", 1)
-                line = raw.decode("utf-8", "replace").strip()
-                lines.append(line)
-                if line.startswith("NVDP mark "):
-                    name = line.split()[2]
-                    if accel == "kvm":
-                        stats = qmp.cmd("query-stats", target="vcpu")
-                        samples[name] = {
-                            k: sum(st["value"] for v in stats
-                                   for st in v["stats"] if st["name"] == k)
-                            for k in ("exits", "mmio_exits")}
-                    proc.stdin.write(b"g")
-                    proc.stdin.flush()
-        else:
-            lines.append("TIMEOUT after %d s" % timeout)
-        proc.wait(timeout=10)
-    except (OSError, RuntimeError, EOFError, subprocess.TimeoutExpired) as e:
+        for line in nvdp_vm.serial_lines(proc, timeout):
+            line = line.strip()
+            lines.append(line)
+            if line.startswith("NVDP mark "):
+                name = line.split()[2]
+                if accel == "kvm":
+                    stats = qmp.cmd("query-stats", target="vcpu")
+                    samples[name] = {
+                        k: sum(st["value"] for v in stats
+                               for st in v["stats"] if st["name"] == k)
+                        for k in ("exits", "mmio_exits")}
+                proc.stdin.write(b"g")
+                proc.stdin.flush()
+    except (OSError, RuntimeError, EOFError, TimeoutError) as e:
         lines.append("ERROR %s" % e)
     finally:
         if qmp:
