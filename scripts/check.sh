@@ -60,6 +60,11 @@ echo "# 1. tooling tests"
 count_tap "$logs/tooling.tap" tooling
 
 echo "# 2. the series applies to pristine upstream"
+# build/check/qemu is the check's own scratch tree: start it from 'upstream'
+if git -C "$tree" rev-parse -q --verify upstream >/dev/null 2>&1; then
+	git -C "$tree" checkout -q -f main 2>/dev/null
+	git -C "$tree" reset -q --hard upstream
+fi
 if NVME_DP_TREE=$tree "$top/scripts/tree.sh" --reapply >"$logs/tree.log" 2>&1; then
 	ok "series: ${#plist[@]} patch(es) apply to upstream $(. "$top/upstream.conf"; echo "$QEMU_VERSION")"
 	applied=1
