@@ -1,7 +1,7 @@
 # nvme-dataplane: a patch queue for QEMU's hw/nvme, and its tooling.
 # Each target is a thin call into one script; see README.md.
 
-.PHONY: all deps tree export build qtest guest check bench clean help
+.PHONY: all deps tree export build qtest guest check check-asan bench clean help
 
 all: build
 
@@ -13,6 +13,7 @@ help:
 	@echo "make qtest   run the NVMe qtests against build/qemu-build"
 	@echo "make guest   build/guest: the Linux guest (kernel + initramfs) from Debian packages"
 	@echo "make check   all tests, from patches/ as committed"
+	@echo "make check-asan  the NVMe qtests against an AddressSanitizer build"
 	@echo "make bench   the benchmark"
 
 deps:
@@ -35,6 +36,11 @@ guest: deps
 
 check: deps
 	@scripts/check.sh
+
+check-asan: tree
+	@scripts/build.sh --asan --builddir build/asan-build \
+		qemu-system-x86_64 tests/qtest/qos-test tests/qtest/nvme-io-test
+	@scripts/qtest.sh --builddir build/asan-build --logs build/asan-logs --check
 
 bench: build guest
 	@scripts/bench.py

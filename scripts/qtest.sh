@@ -7,8 +7,10 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 bdir=$top/build/qemu-build
 logs=$top/build/logs
 only=()
+check=
 while [ $# -gt 0 ]; do
 	case $1 in
+	--check) check=1; shift ;;
 	--builddir) bdir=$2; shift 2 ;;
 	--logs) logs=$2; shift 2 ;;
 	-p) only+=(-p "$2"); shift 2 ;;
@@ -36,5 +38,24 @@ if [ ${#only[@]} -eq 0 ]; then
 	[ -x "$bdir/tests/qtest/nvme-io-test" ] && run nvme-io "$bdir/tests/qtest/nvme-io-test"
 else
 	run nvme-io "$bdir/tests/qtest/nvme-io-test" "${only[@]}"
+fi
+
+# --check: a verdict, for make check-asan
+if [ -n "$check" ]; then
+	pass=$(cat "$logs"/qtest-*.tap | grep -c '^ok ')
+	fail=$(cat "$logs"/qtest-*.tap | grep -c '^not ok ')
+	plan=0
+	for f in "$logs"/qtest-*.tap; do
+		p=$(grep -E '^1\.\.[0-9]+' "$f" | tail -n 1 | cut -c4-)
+		plan=$((plan + ${p:-0}))
+	done
+	if grep -l -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$logs"/qtest-*.err >/dev/null 2>&1; then
+		echo "# sanitizer reports in: $(grep -l -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$logs"/qtest-*.err)"
+		fail=$((fail + 1))
+	fi
+	[ "$pass" -lt "$plan" ] && fail=$((fail + plan - pass))
+	echo "$pass passed, $fail failed"
+	[ "$fail" -eq 0 ]
+	exit
 fi
 exit 0
