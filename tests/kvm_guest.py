@@ -97,9 +97,13 @@ def result(lines):
     return None, None
 
 
-def kvm_usable():
+def kvm_usable(img):
+    """None when -accel kvm runs the guest, else why not."""
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return "no usable /dev/kvm on this host"
+    rc, lines, _ = run("kvm", "ioeventfd=off", "", img, 60)
+    if not any(line.startswith("NVDP start") for line in lines):
+        return "-accel kvm does not run the guest (%s)" % " | ".join(lines[-2:])
     return None
 
 
@@ -118,7 +122,7 @@ def main():
                  "(irqs=%s)" % (name, IOS, irqs),
                  "exit %s: %s" % (rc, " | ".join(lines[-4:])))
 
-        why = kvm_usable()
+        why = kvm_usable(img)
         for name, devopts, append in CASES:
             title = "kvm-guest kvm %s: verified I/Os%s" % (
                 name, ", no MMIO exit to userspace per I/O"
@@ -126,7 +130,7 @@ def main():
             if why:
                 case(False, title, skip=why)
                 continue
-            rc, lines, s = run("kvm", devopts, append, img, 600)
+            rc, lines, s = run("kvm", devopts, append, img, 300)
             ios, irqs = result(lines)
             ok = rc == 1 and ios == IOS and "start" in s and "end" in s
             detail = ""

@@ -232,7 +232,8 @@ static void ring(struct queue *q, int cq, uint16_t val)
     q->db = val;
     if (q->qid && use_dbbuf) {
         wr32((uintptr_t)dbs + (2 * q->qid + cq) * dstrd, val);
-        __asm__ volatile("mfence" ::: "memory");
+        /* full barrier: the shadow write before the EventIdx read */
+        __asm__ volatile("lock; addl $0, (%%esp)" ::: "memory", "cc");
         if (!need_event(rd32((uintptr_t)eis + (2 * q->qid + cq) * dstrd),
                         val, old)) {
             return;
