@@ -2,16 +2,22 @@
 """Run the freestanding NVMe test guest (tests/kvm-guest) under TCG and KVM.
 
 The guest programs MSI-X, creates an I/O queue pair, writes and reads back
-blocks one at a time and waits for every completion interrupt with hlt.
-Under TCG it checks the device end to end.  Under KVM (where /dev/kvm can
-run it) it also checks, from QMP query-stats sampled at the guest's marks,
-that with shadow doorbells and ioeventfd the I/O loop makes no MMIO exit to
-userspace.  Where KVM cannot run it, the KVM cases are reported as skipped.
+blocks one at a time and waits for every completion interrupt with hlt;
+then it masks the vector, completes a write while masked, retargets the
+entry and unmasks it.  Under TCG it checks the device end to end.  Under
+KVM (where /dev/kvm can run it) it also checks, from QMP query-stats
+sampled at the guest's marks, that with shadow doorbells and ioeventfd the
+I/O loop makes no MMIO exit to userspace.  With irq-eventfd it checks from
+QEMU's trace who raised the interrupts: under KVM the irqfd (the main-loop
+handler runs only for the completion made while the vector was masked, the
+route follows the retargeted entry), under TCG the main-loop handler.
+Where KVM cannot run it, the KVM cases are reported as skipped.
 
 TAP on stdout.  Environment: NVME_DP_QEMU, KVM_GUEST_IOS.
 """
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -45,17 +51,39 @@ def case(ok, name, why="", skip=None):
                             "" if ok else "  # " + why), flush=True)
 
 
+TRACES = ("pci_nvme_irq_vector_read", "pci_nvme_irqfd_attach",
+          "pci_nvme_irqfd_detach", "pci_nvme_irq_route_add",
+          "pci_nvme_irq_route_update", "pci_nvme_irq_route_release")
+
+
+def trace_counts(path):
+    """Per trace event, how many times it fired for MSI-X vector 1."""
+    counts = dict.fromkeys(TRACES, 0)
+    with open(path, errors="replace") as f:
+        for line in f:
+            for ev in TRACES:
+                if ev + " " in line and re.search(r"vector 1\b", line):
+                    counts[ev] += 1
+    return counts
+
+
 def run(accel, devopts, append, img, timeout):
-    """Boot the guest; returns (exit status, lines, samples at marks)."""
+    """Boot the guest; returns (exit status, lines, samples at marks).
+
+    samples["trace"] holds trace_counts() of the run."""
     tmp = tempfile.mkdtemp(prefix="nvdp-kg-")
     qmp_path = os.path.join(tmp, "qmp.sock")
+    trace_path = os.path.join(tmp, "trace.log")
     argv = [nvdp_vm.QEMU, "-nodefaults", "-no-user-config", "-machine", "pc",
             "-accel", accel, "-display", "none", "-serial", "stdio",
             "-qmp", "unix:%s,server=on,wait=off" % qmp_path,
             "-kernel", ELF, "-append", "ios=%d sync %s" % (IOS, append),
             "-device", "isa-debug-exit,iobase=0xf4,iosize=0x04",
             "-blockdev", "driver=file,node-name=d0,filename=%s" % img,
-            "-device", "nvme,drive=d0,serial=kvm-guest," + devopts]
+            "-device", "nvme,drive=d0,serial=kvm-guest," + devopts,
+            "-D", trace_path]
+    for ev in TRACES:
+        argv += ["-trace", ev]
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     lines, samples = [], {}
@@ -83,6 +111,8 @@ def run(accel, devopts, append, img, timeout):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if os.path.exists(trace_path):
+            samples["trace"] = trace_counts(trace_path)
         for f in os.listdir(tmp):
             os.unlink(os.path.join(tmp, f))
         os.rmdir(tmp)
@@ -90,11 +120,33 @@ def run(accel, devopts, append, img, timeout):
 
 
 def result(lines):
+    """(ios, irqs, retargeted) from the guest's last line."""
     for line in lines:
         if line.startswith("NVDP ok "):
             kv = dict(p.split("=") for p in line.split()[2:])
-            return int(kv["ios"]), int(kv["irqs"])
-    return None, None
+            return int(kv["ios"]), int(kv["irqs"]), int(kv["retargeted"])
+    return None, None, None
+
+
+def irq_path(accel, devopts, tr):
+    """'' if the trace shows the interrupt path expected, else why not."""
+    if "irq-eventfd=on" not in devopts:
+        fired = [ev for ev in TRACES if tr.get(ev)]
+        return "irq-eventfd off, yet %s" % fired if fired else ""
+    reads, attach = tr["pci_nvme_irq_vector_read"], tr["pci_nvme_irqfd_attach"]
+    if accel == "tcg":
+        # every completion interrupt goes through the main-loop handler
+        if attach or reads < IOS:
+            return "handler ran %d times for %d I/Os, irqfd attached %d" % (
+                reads, IOS, attach)
+        return ""
+    # KVM: the irqfd carries the I/O loop; the handler only sees the write
+    # completed while vector 1 was masked; unmasking re-attaches the irqfd
+    # with the retargeted message
+    if reads > 2 or attach < 2 or tr["pci_nvme_irqfd_detach"] < 1 or \
+            tr["pci_nvme_irq_route_update"] < 1:
+        return "trace %s" % tr
+    return ""
 
 
 def kvm_usable(img):
@@ -115,33 +167,45 @@ def main():
     os.close(fd)
     try:
         for name, devopts, append in CASES:
-            rc, lines, _ = run("tcg", devopts, append, img, 120)
-            ios, irqs = result(lines)
-            case(rc == 1 and ios == IOS and irqs is not None and irqs >= ios,
-                 "kvm-guest tcg %s: %s verified I/Os, one interrupt each "
-                 "(irqs=%s)" % (name, IOS, irqs),
-                 "exit %s: %s" % (rc, " | ".join(lines[-4:])))
+            rc, lines, s = run("tcg", devopts, append, img, 120)
+            ios, irqs, moved = result(lines)
+            ok = rc == 1 and ios == IOS and irqs is not None and irqs >= ios
+            why = "exit %s: %s" % (rc, " | ".join(lines[-4:]))
+            if ok:
+                why = irq_path("tcg", devopts, s.get("trace", {}))
+                ok = not why
+            case(ok, "kvm-guest tcg %s: %s verified I/Os, one interrupt each "
+                 "(irqs=%s), masked vector pending then retargeted (%s)%s" % (
+                     name, IOS, irqs, moved,
+                     ", main-loop handler raised them"
+                     if "irq-eventfd=on" in devopts else ""), why)
 
         why = kvm_usable(img)
         for name, devopts, append in CASES:
-            title = "kvm-guest kvm %s: verified I/Os%s" % (
+            title = "kvm-guest kvm %s: verified I/Os%s%s" % (
                 name, ", no MMIO exit to userspace per I/O"
-                if "ioeventfd=on" in devopts else "")
+                if "ioeventfd=on" in devopts else "",
+                ", interrupts through the irqfd, not the main loop"
+                if "irq-eventfd=on" in devopts else "")
             if why:
                 case(False, title, skip=why)
                 continue
             rc, lines, s = run("kvm", devopts, append, img, 300)
-            ios, irqs = result(lines)
+            ios, irqs, moved = result(lines)
             ok = rc == 1 and ios == IOS and "start" in s and "end" in s
-            detail = ""
+            detail, why = "", "exit %s: %s" % (rc, " | ".join(lines[-4:]))
             if ok:
                 mmio = (s["end"]["mmio_exits"] - s["start"]["mmio_exits"]) / ios
                 exits = (s["end"]["exits"] - s["start"]["exits"]) / ios
-                detail = " (exits/IO %.2f, mmio_exits/IO %.3f)" % (exits, mmio)
-                if "ioeventfd=on" in devopts:
-                    ok = mmio < 0.05
-            case(ok, title + detail,
-                 "exit %s: %s" % (rc, " | ".join(lines[-4:])))
+                tr = s.get("trace", {})
+                detail = " (exits/IO %.2f, mmio_exits/IO %.3f, " \
+                    "main-loop irq handler runs %d)" % (
+                        exits, mmio, tr.get("pci_nvme_irq_vector_read", -1))
+                if "ioeventfd=on" in devopts and mmio >= 0.05:
+                    ok, why = False, "mmio_exits/IO %.3f" % mmio
+                elif irq_path("kvm", devopts, tr):
+                    ok, why = False, irq_path("kvm", devopts, tr)
+            case(ok, title + detail, why)
     finally:
         os.unlink(img)
     print("1..%d" % n)

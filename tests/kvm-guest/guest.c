@@ -8,7 +8,11 @@
  * (Doorbell Buffer Config, ringing by the Linux EventIdx rule), creates one
  * I/O queue pair with interrupts on vector 1, then writes and reads back
  * NR_IOS blocks one at a time, waiting for each completion interrupt with
- * hlt.  Lines starting with "NVDP " go to COM1; before and after the I/O
+ * hlt.  Then it masks vector 1, completes one write while it is masked
+ * (the pending bit must rise, no interrupt arrive), retargets the entry to
+ * another IDT vector and unmasks it: the pending interrupt and the next one
+ * must arrive at the new vector.
+ * Lines starting with "NVDP " go to COM1; before and after the I/O
  * loop it prints a mark and waits for one byte on COM1, so that the host
  * can sample its counters at exactly those points.  It leaves through
  * isa-debug-exit (port 0xf4): 0 on success, 1 on failure.
@@ -25,6 +29,7 @@
 #define NVME_VENDOR     0x1b36
 #define NVME_DEVICE     0x0010
 #define IRQ_VECTOR      0x40
+#define IRQ_VECTOR2     0x41    /* vector 1 retargeted while masked */
 #define LAPIC           0xfee00000u
 #define QSIZE           16
 #define PAGE            4096
@@ -39,7 +44,7 @@ static uint8_t wbuf[PAGE] __attribute__((aligned(PAGE)));
 static uint8_t rbuf[PAGE] __attribute__((aligned(PAGE)));
 static uint8_t idbuf[PAGE] __attribute__((aligned(PAGE)));
 static uint64_t idt[256];
-static volatile uint32_t irqs;
+static volatile uint32_t irqs, irqs2;
 
 extern void irq_stub(void);
 
@@ -173,7 +178,12 @@ static void mark(const char *name, int sync)
 void irq_handler(void);
 void irq_handler(void)
 {
-    irqs++;
+    /* in-service register for vectors 0x40-0x5f */
+    if (rd32(LAPIC + 0x120) & (1u << (IRQ_VECTOR2 - 0x40))) {
+        irqs2++;
+    } else {
+        irqs++;
+    }
     wr32(LAPIC + 0xb0, 0);      /* EOI */
 }
 
@@ -190,7 +200,7 @@ static void pci_cfg_write(int dev, int off, uint32_t v)
 }
 
 /* The controller */
-static uintptr_t bar;
+static uintptr_t bar, msix_entry, msix_pba;
 static uint32_t dstrd = 4;
 static uint16_t cid;
 static int use_dbbuf;
@@ -308,16 +318,17 @@ static void find_nvme(void)
                 cap = pci_cfg(dev, cap_ptr);
                 if ((cap & 0xff) == 0x11) {
                     uint32_t table = pci_cfg(dev, cap_ptr + 4);
-                    uintptr_t entry;
+                    uint32_t pba = pci_cfg(dev, cap_ptr + 8);
 
-                    if (table & 7) {
+                    if ((table & 7) || (pba & 7)) {
                         fail("msix-bir", table);
                     }
-                    entry = bar + (table & ~7u) + 16 * 1;
-                    wr32(entry + 0, LAPIC);         /* to APIC ID 0 */
-                    wr32(entry + 4, 0);
-                    wr32(entry + 8, IRQ_VECTOR);    /* fixed, edge */
-                    wr32(entry + 12, 0);            /* unmasked */
+                    msix_entry = bar + (table & ~7u) + 16 * 1;
+                    msix_pba = bar + (pba & ~7u);
+                    wr32(msix_entry + 0, LAPIC);    /* to APIC ID 0 */
+                    wr32(msix_entry + 4, 0);
+                    wr32(msix_entry + 8, IRQ_VECTOR);   /* fixed, edge */
+                    wr32(msix_entry + 12, 0);           /* unmasked */
                     pci_cfg_write(dev, cap_ptr, cap | (1u << 31));
                     return;
                 }
@@ -341,6 +352,7 @@ static void setup_cpu(void)
     outb(0xa1, 0xff);
     idt[IRQ_VECTOR] = (addr & 0xffff) | (0x08ull << 16) |
                       (0x8e00ull << 32) | ((addr >> 16) << 48);
+    idt[IRQ_VECTOR2] = idt[IRQ_VECTOR];
     idt[0xff] = idt[IRQ_VECTOR];               /* spurious */
     __asm__ volatile("lidt %0" : : "m"(idtr));
     wr32(LAPIC + 0x80, 0);                     /* TPR */
@@ -413,7 +425,7 @@ static void io(uint8_t opc, uint32_t lba, uint8_t *buf, uint32_t nlb)
 {
     struct cmd c;
     struct cqe e;
-    uint32_t before = irqs;
+    uint32_t before = irqs + irqs2;
     uint16_t id;
 
     memset(&c, 0, sizeof(c));
@@ -436,8 +448,73 @@ static void io(uint8_t opc, uint32_t lba, uint8_t *buf, uint32_t nlb)
     if (e.cid != id || (e.status >> 1)) {
         fail("io-status", e.status >> 1);
     }
-    if (irqs == before) {
+    if (irqs + irqs2 == before) {
         fail("io-no-interrupt", id);
+    }
+}
+
+/*
+ * Mask vector 1, complete a write while it is masked (no interrupt, the
+ * pending bit set), point the entry at IRQ_VECTOR2, unmask: the pending
+ * interrupt arrives there, and so does the next completion's.
+ */
+static void mask_retarget(uint32_t lba, uint32_t nlb)
+{
+    struct cmd c;
+    struct cqe e;
+    uint32_t before = irqs, spins = 0;
+    uint16_t id;
+
+    wr32(msix_entry + 12, 1);
+    memset(&c, 0, sizeof(c));
+    c.opc = 0x01;
+    c.nsid = 1;
+    c.prp1 = (uintptr_t)wbuf;
+    c.cdw10 = lba;
+    c.cdw12 = nlb - 1;
+    id = submit(&io_s, &c);
+    while (!cq_peek(&io_c, &e)) {
+        if (++spins > 10000000) {
+            fail("masked-io-timeout", id);
+        }
+    }
+    ring(&io_c, 1, io_c.head);
+    if (e.cid != id || (e.status >> 1)) {
+        fail("masked-io-status", e.status >> 1);
+    }
+    /* the device signals after it posts: wait for the pending bit */
+    spins = 0;
+    while (!(rd32(msix_pba) & 2)) {
+        if (++spins > 1000000) {
+            fail("masked-not-pending", rd32(msix_pba));
+        }
+    }
+    if (irqs != before || irqs2) {
+        fail("masked-interrupt", irqs - before);
+    }
+
+    wr32(msix_entry + 8, IRQ_VECTOR2);
+    wr32(msix_entry + 12, 0);
+    for (;;) {
+        __asm__ volatile("cli" ::: "memory");
+        if (irqs2) {
+            __asm__ volatile("sti" ::: "memory");
+            break;
+        }
+        __asm__ volatile("sti; hlt" ::: "memory");
+    }
+    if (rd32(msix_pba) & 2) {
+        fail("pending-after-unmask", rd32(msix_pba));
+    }
+    memset(rbuf, 0, PAGE);
+    io(0x02, lba, rbuf, nlb);
+    if (irqs2 != 2 || irqs != before) {
+        fail("retarget", irqs2);
+    }
+    for (spins = 0; spins < PAGE; spins++) {
+        if (rbuf[spins] != wbuf[spins]) {
+            fail("masked-data", spins);
+        }
     }
 }
 
@@ -524,10 +601,13 @@ void guest_main(uint32_t magic, struct mb_info *mbi)
         }
     }
     mark("end", sync);
+    mask_retarget(i * nlb, nlb);
     puts_com1("NVDP ok ios=");
     putu(nr_ios / 2 * 2);
     puts_com1(" irqs=");
     putu(irqs);
+    puts_com1(" retargeted=");
+    putu(irqs2);
     puts_com1("\n");
     finish(0);
 }
