@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Configure (once, or when the options change) and build qemu-system-x86_64
 # and the qtest binaries the project's tests run.  Incremental.
-#   build.sh [--tree DIR] [--builddir DIR] [--asan] [ninja targets...]
+#   build.sh [--tree DIR] [--builddir DIR] [--asan | --fuzz] [ninja targets...]
+# --fuzz: clang with libFuzzer, AddressSanitizer and UBSan (qemu-fuzz-x86_64).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 tree=$top/build/qemu
 bdir=
 extra=()
+fuzz=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--tree) tree=$2; shift 2 ;;
 	--builddir) bdir=$2; shift 2 ;;
 	--asan) extra+=(--enable-asan); shift ;;
+	--fuzz) fuzz=1; extra+=(--enable-fuzzing --enable-asan --enable-ubsan); shift ;;
 	*) break ;;
 	esac
 done
@@ -22,9 +25,11 @@ targets=("$@")
 die() { echo "build: $*" >&2; exit 1; }
 [ -d "$tree" ] || die "no source tree at $tree: run 'make tree' first"
 
-cc=cc
+cc=cc cxx=c++
+[ -z "$fuzz" ] || { cc=clang; cxx=clang++; }
+command -v "$cc" >/dev/null || die "no $cc: run make deps"
 if command -v ccache >/dev/null; then
-	cc="ccache cc"
+	cc="ccache $cc" cxx="ccache $cxx"
 	# Share hits between build trees: the dev tree, the check tree and the
 	# bisect steps see the same sources at the same relative paths.
 	export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$top} CCACHE_NOHASHDIR=1
@@ -37,6 +42,7 @@ args=(--cc="$cc" --python=/usr/bin/python3 --target-list=x86_64-softmmu
 	--without-default-features --enable-kvm --enable-linux-aio "$uring"
 	--disable-docs --disable-download --disable-install-blobs
 	--firmwarepath="$fwpath" "${extra[@]}")
+[ -z "$fuzz" ] || args+=(--cxx="$cxx")
 
 stamp=$bdir/.nvme-dp-configure
 want=$(printf '%s\n' "$tree" "${args[@]}")
