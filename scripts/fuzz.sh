@@ -6,7 +6,8 @@
 #   fuzz.sh [--no-build] [CONFIG...]     (default: nvme nvme-eventfd)
 #
 # Environment: FUZZ_SECONDS (per config, default 300), FUZZ_DIR (default
-# build/fuzz).  Each config keeps its corpus in FUZZ_DIR/corpus/CONFIG
+# build/fuzz), FUZZ_BIN (the fuzzer; default build/fuzz-build/qemu-fuzz-x86_64,
+# with --no-build only).  Each config keeps its corpus in FUZZ_DIR/corpus/CONFIG
 # (so campaigns add up), its crash reproducers in FUZZ_DIR/crashes/CONFIG
 # and libFuzzer's log in FUZZ_DIR/CONFIG.log.  A crash does not end the
 # config's time box: libFuzzer starts again, up to FUZZ_SECONDS in all.
@@ -32,7 +33,8 @@ if [ -n "$build" ]; then
 	"$top/scripts/build.sh" --fuzz --builddir "$bdir" qemu-fuzz-x86_64 || exit 1
 fi
 bin=$bdir/qemu-fuzz-x86_64
-[ -x "$bin" ] || { echo "fuzz: no $bin" >&2; exit 1; }
+[ -n "$build" ] || bin=${FUZZ_BIN:-$bin}
+[ -x "$bin" ] || { echo "fuzz: no $bin: run make fuzz" >&2; exit 1; }
 
 # QEMU's own exit paths are not leaks worth failing on; libFuzzer reports
 # crashes, ASan and UBSan errors (UBSan made fatal).

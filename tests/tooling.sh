@@ -187,6 +187,50 @@ deps_noop() {
 }
 tap "deps: a no-op when every package is present" deps_noop
 
+# make fuzz, on a fake libFuzzer binary: MODE=ok prints libFuzzer's progress
+# and final stats; MODE=crash also leaves a reproducer and exits 1;
+# MODE=broken exits 1 with nothing.
+cat >"$work/fakefuzz" <<'FAKE'
+#!/bin/sh
+prefix= ; for a in "$@"; do case $a in -artifact_prefix=*) prefix=${a#*=} ;; esac; done
+echo "$*" >>"$FAKE_ARGS"
+sleep 0.3
+echo "#100	NEW    cov: 42 ft: 77 corp: 3/10b lim: 4 exec/s: 100 rss: 10Mb"
+echo "stat::number_of_executed_units: 100"
+case $MODE in
+crash) echo x >"${prefix}crash-$(date +%s%N)"; exit 1 ;;
+broken) exit 1 ;;
+esac
+exit 0
+FAKE
+chmod +x "$work/fakefuzz"
+fuzz_run() { # fuzz_run MODE: runs fuzz.sh on config nvme for 1 s
+	rm -rf "$work/fuzz"
+	MODE=$1 FAKE_ARGS=$work/fuzz.args FUZZ_BIN=$work/fakefuzz FUZZ_SECONDS=1 \
+		FUZZ_DIR=$work/fuzz "$top/scripts/fuzz.sh" --no-build nvme >"$work/fuzz.out" 2>&1
+}
+fuzz_reports() {
+	rm -f "$work/fuzz.args"
+	fuzz_run ok
+	grep -q -- '--fuzz-target=generic-fuzz-nvme' "$work/fuzz.args"
+	grep -q -- "$work/fuzz/corpus/nvme" "$work/fuzz.args"
+	# executions summed over the runs of the time box, the last coverage, no crash
+	runs=$(wc -l <"$work/fuzz.args")
+	grep -Eq "^nvme +[0-9]+ +$((runs * 100)) +42 +77 +0\$" "$work/fuzz.out"
+}
+tap "fuzz: runs the config's generic-fuzz target, reports executions and coverage" fuzz_reports
+fuzz_crash_fails() {
+	! fuzz_run crash
+	[ "$(ls "$work/fuzz/crashes/nvme" | wc -l)" -ge 1 ]
+	grep -Eq '^nvme .* [1-9][0-9]*$' "$work/fuzz.out"
+}
+tap "fuzz: a crash keeps its reproducer, is counted and fails the run" fuzz_crash_fails
+fuzz_broken_fails() {
+	! fuzz_run broken
+	grep -q 'exited 1 without a reproducer' "$work/fuzz.out"
+}
+tap "fuzz: a fuzzer that fails without a reproducer fails the run" fuzz_broken_fails
+
 # The harness itself: a failing step in the middle of a case fails it.
 harness_fails() { false; true; }
 ( tap "harness" harness_fails ) >"$work/harness.out"
