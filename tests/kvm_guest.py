@@ -130,6 +130,8 @@ def result(lines):
 
 def irq_path(accel, devopts, tr):
     """'' if the trace shows the interrupt path expected, else why not."""
+    if not tr:
+        return "no trace log"
     if "irq-eventfd=on" not in devopts:
         fired = [ev for ev in TRACES if tr.get(ev)]
         return "irq-eventfd off, yet %s" % fired if fired else ""
@@ -180,15 +182,15 @@ def main():
                      ", main-loop handler raised them"
                      if "irq-eventfd=on" in devopts else ""), why)
 
-        why = kvm_usable(img)
+        no_kvm = kvm_usable(img)
         for name, devopts, append in CASES:
             title = "kvm-guest kvm %s: verified I/Os%s%s" % (
                 name, ", no MMIO exit to userspace per I/O"
                 if "ioeventfd=on" in devopts else "",
                 ", interrupts through the irqfd, not the main loop"
                 if "irq-eventfd=on" in devopts else "")
-            if why:
-                case(False, title, skip=why)
+            if no_kvm:
+                case(False, title, skip=no_kvm)
                 continue
             rc, lines, s = run("kvm", devopts, append, img, 300)
             ios, irqs, moved = result(lines)
