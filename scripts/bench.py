@@ -39,6 +39,16 @@ CONFIGS = {
                                           "irq-eventfd=on"],
                    "shadow doorbells, ioeventfd, interrupts through per-vector "
                    "eventfds (irq-eventfd=on)"),
+    "nvme-iothread": ("nvme", [
+        "-object", "iothread,id=iot0,poll-max-ns=0",
+        "-device", NVME + ",dbcs=on,ioeventfd=on,iothread=iot0"],
+        "shadow doorbells, ioeventfd, I/O queues in an iothread "
+        "(poll-max-ns=0)"),
+    "nvme-iothread-irqfd": ("nvme", [
+        "-object", "iothread,id=iot0,poll-max-ns=0",
+        "-device", NVME + ",dbcs=on,ioeventfd=on,irq-eventfd=on,"
+                          "iothread=iot0"],
+        "as nvme-iothread, with irq-eventfd=on (KVM irqfd where available)"),
     "virtio-blk": ("virtio", ["-device", VBLK], "virtio-blk, its defaults"),
     "virtio-blk-iothread": ("virtio", [
         "-object", "iothread,id=iot0,poll-max-ns=0",

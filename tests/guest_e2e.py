@@ -8,6 +8,14 @@ exactly when the configuration has it, then fio writes and verifies
 boot 2, a fresh QEMU on the same image, reads everything back and verifies
 it again.  Any fio error or verify mismatch fails the case.
 
+With the I/O queues in an iothread (nvme-iothread), two more boots: the
+stress boot resets the controller (/sys/class/nvme/nvme0/reset_controller)
+repeatedly while fio writes and verifies, verifies again once the resets
+are over, then runs fio verify while a blockdev-backup job (rate-limited,
+so that it overlaps) copies the disk; the unplug boot removes the
+controller with QMP device_del while fio runs: the guest must see it go and
+QEMU must stay up and exit cleanly.
+
 Environment: E2E_CONFIGS (comma list), NVME_DP_QEMU, NVME_DP_GUEST.
 """
 
@@ -20,12 +28,22 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
 import nvdp_vm  # noqa: E402
 
 NVME = "nvme,id=nvme0,drive=d0,serial=nvdp-e2e"
+IOTHREAD = ["-object", "iothread,id=iot0"]
+# name -> (-device nvme options, has Doorbell Buffer Config, other arguments)
 CONFIGS = {
-    "nvme-mmio": (NVME + ",dbcs=off,ioeventfd=off", False),
-    "nvme-dbbuf": (NVME + ",dbcs=on,ioeventfd=off", True),
-    "nvme-ioeventfd": (NVME + ",dbcs=on,ioeventfd=on", True),
-    "nvme-irqfd": (NVME + ",dbcs=on,ioeventfd=on,irq-eventfd=on", True),
+    "nvme-mmio": (NVME + ",dbcs=off,ioeventfd=off", False, []),
+    "nvme-dbbuf": (NVME + ",dbcs=on,ioeventfd=off", True, []),
+    "nvme-ioeventfd": (NVME + ",dbcs=on,ioeventfd=on", True, []),
+    "nvme-irqfd": (NVME + ",dbcs=on,ioeventfd=on,irq-eventfd=on", True, []),
+    "nvme-iothread": (NVME + ",dbcs=on,ioeventfd=on,iothread=iot0", True,
+                      IOTHREAD),
+    "nvme-iothread-mmio": (NVME + ",dbcs=off,ioeventfd=on,iothread=iot0",
+                           False, IOTHREAD),
+    "nvme-iothread-irqfd": (NVME + ",dbcs=on,ioeventfd=on,irq-eventfd=on,"
+                            "iothread=iot0", True, IOTHREAD),
 }
+# the configurations that also get the stress and unplug boots
+STRESS_CONFIGS = ["nvme-iothread"]
 IMG_SIZE = 256 << 20
 
 # name -> fio arguments; each job has its own region of the disk
@@ -59,6 +77,159 @@ run() {
 """
 
 
+STRESS_JOB = r"""
+set -u
+dev=/dev/nvme0n1
+ctrl=/sys/class/nvme/nvme0
+n=0
+while [ ! -b $dev ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+[ -b $dev ] || { echo "NVDP error no $dev"; exit 1; }
+vfio() {
+	name=$1; shift
+	fio --name=$name --filename=$dev --ioengine=libaio --direct=1 \
+		--rw=randwrite --verify=crc32c --verify_fatal=1 --eta=never \
+		--bs=4k --iodepth=16 "$@" > /tmp/$name.out 2>&1
+	rc=$?
+	bad=$(grep -c -i -E 'verify.*fail|bad magic|mismatch|bad header' \
+		/tmp/$name.out)
+	echo "NVDP fio $name rc=$rc bad=$bad"
+	[ $rc -eq 0 ] || sed 's/^/NVDP-out /' /tmp/$name.out | tail -n 20
+}
+settle() {
+	n=0
+	while [ "$(cat $ctrl/state)" != live ] && [ $n -lt 300 ]; do
+		sleep 0.1; n=$((n + 1))
+	done
+	echo "NVDP state $(cat $ctrl/state)"
+}
+# resets while fio writes and verifies
+vfio resets --randseed=77 --offset=0 --size=64M --do_verify=1 &
+pid=$!
+i=0
+while kill -0 $pid 2>/dev/null && [ $i -lt 20 ]; do
+	sleep 0.3
+	kill -0 $pid 2>/dev/null || break
+	echo 1 > $ctrl/reset_controller && i=$((i + 1))
+done
+wait $pid
+echo "NVDP resets $i"
+settle
+vfio reverify --randseed=77 --offset=0 --size=64M --verify_only=1
+# a backup job copies the disk while fio writes and verifies
+echo "NVDP mark backup"
+sleep 1
+vfio backup --randseed=78 --offset=96M --size=16M --do_verify=1
+vfio backup-reverify --randseed=78 --offset=96M --size=16M --verify_only=1
+echo "NVDP mark backup-done"
+"""
+
+UNPLUG_JOB = r"""
+set -u
+dev=/dev/nvme0n1
+n=0
+while [ ! -b $dev ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+[ -b $dev ] || { echo "NVDP error no $dev"; exit 1; }
+fio --name=unplug --filename=$dev --ioengine=libaio --direct=1 \
+	--rw=randrw --bs=4k --iodepth=16 --time_based=1 --runtime=120 \
+	--eta=never > /tmp/unplug.out 2>&1 &
+pid=$!
+sleep 2
+echo "NVDP mark unplug"
+n=0
+while [ -e /sys/class/nvme/nvme0 ] && [ $n -lt 600 ]; do
+	sleep 0.1; n=$((n + 1))
+done
+if [ -e /sys/class/nvme/nvme0 ]; then
+	echo "NVDP unplug still-present"
+else
+	echo "NVDP unplug gone"
+fi
+kill $pid 2>/dev/null
+wait $pid
+echo "NVDP fio-after-unplug rc=$?"
+"""
+
+
+def stress(tap, name, img, devopts, extra, logs):
+    log = os.path.join(logs, "e2e-%s-stress.log" % name)
+    size = os.path.getsize(img)
+    args = disk_args(img, devopts, extra) + [
+        "-blockdev", "driver=null-co,node-name=bk0,size=%d" % size]
+    g = nvdp_vm.Guest(STRESS_JOB, args, log=log)
+    fio, resets, state, error, job = {}, None, None, None, None
+    try:
+        g.start()
+        for line in g.lines(600):
+            if line.startswith("NVDP fio "):
+                parts = line.split()
+                fio[parts[2]] = dict(p.split("=") for p in parts[3:])
+            elif line.startswith("NVDP resets "):
+                resets = int(line.split()[2])
+            elif line.startswith("NVDP state "):
+                state = line.split()[2]
+            elif line.startswith("NVDP mark backup-done"):
+                job = g.qmp.cmd("query-jobs")
+            elif line.startswith("NVDP mark backup"):
+                # 16 MiB/s: the copy lasts while fio runs
+                g.qmp.cmd("blockdev-backup", device="d0", target="bk0",
+                          sync="full", speed=16 << 20, **{"job-id": "bk"})
+            elif line.startswith("NVDP error"):
+                error = line
+        rc = g.proc.returncode
+    except (TimeoutError, RuntimeError, EOFError, OSError) as e:
+        error, rc = str(e), None
+    finally:
+        g.stop()
+    why = error or "see " + log
+    tap.case(resets is not None and resets >= 5 and state == "live",
+             "e2e %s: %s controller resets while fio ran, controller live "
+             "after (%s)" % (name, resets, state), why)
+    r = fio.get("resets", {})
+    tap.case(r.get("bad") == "0", "e2e %s: no verify mismatch in fio "
+             "during the resets (rc=%s)" % (name, r.get("rc")), why)
+    r = fio.get("reverify", {})
+    tap.case(r.get("rc") == "0" and r.get("bad") == "0", "e2e %s: reverify "
+             "once the resets settled, 0 mismatches" % name, why)
+    ok = all(fio.get(j, {}).get("rc") == "0" and
+             fio.get(j, {}).get("bad") == "0"
+             for j in ("backup", "backup-reverify"))
+    tap.case(ok and job is not None, "e2e %s: fio verify while "
+             "blockdev-backup runs, 0 mismatches (job at the end: %s)" %
+             (name, job), why)
+    tap.case(rc == 0, "e2e %s: QEMU exits cleanly after the stress boot "
+             "(status %s)" % (name, rc), why)
+
+
+def unplug(tap, name, img, devopts, extra, logs):
+    log = os.path.join(logs, "e2e-%s-unplug.log" % name)
+    g = nvdp_vm.Guest(UNPLUG_JOB, disk_args(img, devopts, extra), log=log)
+    seen, left, alive, error = None, None, None, None
+    try:
+        g.start()
+        for line in g.lines(300):
+            if line.startswith("NVDP mark unplug"):
+                g.qmp.cmd("device_del", id="nvme0")
+            elif line.startswith("NVDP unplug "):
+                seen = line.split()[2]
+                alive = g.qmp.cmd("query-status")["status"]
+                left = [p["name"] for p in
+                        g.qmp.cmd("qom-list", path="/machine/peripheral")]
+            elif line.startswith("NVDP error"):
+                error = line
+        rc = g.proc.returncode
+    except (TimeoutError, RuntimeError, EOFError, OSError) as e:
+        error, rc = str(e), None
+    finally:
+        g.stop()
+    why = error or "see " + log
+    tap.case(seen == "gone" and left is not None and "nvme0" not in left,
+             "e2e %s: device_del during fio: the guest sees the controller "
+             "go (%s), QEMU no longer has it" % (name, seen), why)
+    tap.case(alive == "running" and rc == 0, "e2e %s: QEMU keeps running "
+             "after the unplug and exits cleanly (%s, status %s)" %
+             (name, alive, rc), why)
+
+
 class Tap:
     def __init__(self):
         self.n = 0
@@ -72,13 +243,18 @@ class Tap:
                                 "" if ok else "  # " + why), flush=True)
 
 
-def boot(img, devopts, verify_only, log):
+def disk_args(img, devopts, extra):
+    return list(extra) + [
+        "-blockdev", "driver=file,node-name=f0,filename=%s" % img,
+        "-blockdev", "driver=raw,node-name=d0,file=f0",
+        "-device", devopts]
+
+
+def boot(img, devopts, extra, verify_only, log):
     runs = "\n".join("run %s %s" % (name, args) for name, args in JOBS)
     job = JOB.replace("@RUNS@", runs).replace(
         "@MODE@", "--verify_only=1" if verify_only else "--do_verify=1")
-    devargs = ["-blockdev", "driver=file,node-name=f0,filename=%s" % img,
-               "-blockdev", "driver=raw,node-name=d0,file=f0",
-               "-device", devopts]
+    devargs = disk_args(img, devopts, extra)
     g = nvdp_vm.Guest(job, devargs, log=log)
     out = {"oacs": None, "fio": {}, "error": None}
     try:
@@ -106,7 +282,7 @@ def main():
     os.makedirs(logs, exist_ok=True)
     tap = Tap()
     for name in names:
-        devopts, dbbuf = CONFIGS[name]
+        devopts, dbbuf, extra = CONFIGS[name]
         fd, img = tempfile.mkstemp(prefix="nvdp-e2e-", suffix=".raw")
         os.ftruncate(fd, IMG_SIZE)
         os.close(fd)
@@ -114,7 +290,7 @@ def main():
             for phase, verify_only in (("write+verify", False),
                                        ("reverify-after-reboot", True)):
                 log = os.path.join(logs, "e2e-%s-%s.log" % (name, phase))
-                r = boot(img, devopts, verify_only, log)
+                r = boot(img, devopts, extra, verify_only, log)
                 if phase == "write+verify":
                     oacs = r["oacs"]
                     ok = oacs is not None and \
@@ -130,6 +306,9 @@ def main():
                     tap.case(ok, "e2e %s: %s %s, 0 mismatches" %
                              (name, phase, job),
                              r["error"] or "fio %s (see %s)" % (res, log))
+            if name in STRESS_CONFIGS:
+                stress(tap, name, img, devopts, extra, logs)
+                unplug(tap, name, img, devopts, extra, logs)
         finally:
             os.unlink(img)
     # Control: the same verify on an image nobody wrote must fail, or the
@@ -139,7 +318,7 @@ def main():
     os.close(fd)
     try:
         log = os.path.join(logs, "e2e-control.log")
-        r = boot(img, CONFIGS[names[0]][0], True, log)
+        r = boot(img, CONFIGS[names[0]][0], CONFIGS[names[0]][2], True, log)
         bad = [j for j, _ in JOBS
                if r["fio"].get(j, {}).get("rc", "0") != "0"]
         tap.case(len(bad) == len(JOBS), "e2e control: reverify of a "
