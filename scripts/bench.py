@@ -8,6 +8,17 @@ process: doorbell counters, per-thread CPU time and, under KVM, the vCPU
 exit counters.  Per-IO figures divide the host's deltas by the guest's
 completed I/Os over the same window.
 
+Polling configurations (nvme and virtio-blk alike) use the same iothread
+poll parameters: BENCH_POLL_NS and BENCH_POLL_SHRINK, by default QEMU's
+(poll-max-ns=32768, poll-shrink=0) under KVM, and poll-max-ns=1000000,
+poll-shrink=2 under TCG.  The TCG guest submits so slowly (a QD1 I/O takes
+150-200 us of emulated guest, and the vCPU thread is descheduled for
+milliseconds on a 2-core host) that with QEMU's defaults the poll window
+ends between submissions, and one long gap resets it to zero: measured
+here with nvme-iothread-poll, poll-max-ns=200000 left 0.24-0.63 SQ
+doorbells per IO, 1000000 0.04-0.06, 1000000 with poll-shrink=2 (halve
+the window after a long gap instead of zeroing it) 0.009-0.025.
+
 Environment: BENCH_CONFIGS (comma list), BENCH_QD (comma list),
 BENCH_RUNTIME (s), BENCH_RAMP (s), BENCH_JOBS (numjobs), BENCH_SMP
 (vCPUs), BENCH_QUICK=1 (a short run for CI), BENCH_ACCEL (kvm|tcg, to
@@ -49,15 +60,26 @@ CONFIGS = {
         "-device", NVME + ",dbcs=on,ioeventfd=on,irq-eventfd=on,"
                           "iothread=iot0"],
         "as nvme-iothread, with irq-eventfd=on (KVM irqfd where available)"),
+    "nvme-iothread-poll": ("nvme", [
+        "-object", "iothread,id=iot0,@POLL@",
+        "-device", NVME + ",dbcs=on,ioeventfd=on,iothread=iot0"],
+        "as nvme-iothread, the iothread polling the SQs "
+        "(@POLL_NS@)"),
+    "nvme-iothread-poll-irqfd": ("nvme", [
+        "-object", "iothread,id=iot0,@POLL@",
+        "-device", NVME + ",dbcs=on,ioeventfd=on,irq-eventfd=on,"
+                          "iothread=iot0"],
+        "as nvme-iothread-poll, with irq-eventfd=on "
+        "(@POLL_NS@)"),
     "virtio-blk": ("virtio", ["-device", VBLK], "virtio-blk, its defaults"),
     "virtio-blk-iothread": ("virtio", [
         "-object", "iothread,id=iot0,poll-max-ns=0",
         "-device", VBLK + ",iothread=iot0"],
         "virtio-blk in an iothread, poll-max-ns=0"),
     "virtio-blk-iothread-poll": ("virtio", [
-        "-object", "iothread,id=iot0",
+        "-object", "iothread,id=iot0,@POLL@",
         "-device", VBLK + ",iothread=iot0"],
-        "virtio-blk in an iothread, default polling"),
+        "virtio-blk in an iothread, polling (@POLL_NS@)"),
 }
 DEFAULT_CONFIGS = list(CONFIGS)
 QUICK_CONFIGS = ["nvme-mmio", "nvme-dbbuf", "nvme-ioeventfd", "virtio-blk"]
@@ -141,8 +163,27 @@ def fio_figures(text):
     }
 
 
+def poll_ns(accel):
+    return os.environ.get("BENCH_POLL_NS",
+                          "32768" if accel == "kvm" else "1000000")
+
+
+def poll_shrink(accel):
+    return os.environ.get("BENCH_POLL_SHRINK", "0" if accel == "kvm" else "2")
+
+
+def poll_opts(accel):
+    return "poll-max-ns=%s,poll-shrink=%s" % (poll_ns(accel),
+                                              poll_shrink(accel))
+
+
+def describe(name, accel):
+    return CONFIGS[name][2].replace("@POLL_NS@", poll_opts(accel))
+
+
 def run_config(name, accel, qds, opts, outdir, progress):
     kind, devargs, _ = CONFIGS[name]
+    devargs = [a.replace("@POLL@", poll_opts(accel)) for a in devargs]
     job = JOB
     for k, v in {"@DEV@": "nvme0n1" if kind == "nvme" else "vda",
                  "@KIND@": kind,
@@ -316,6 +357,10 @@ def main():
         say("bench: the device. Doorbells/IO and irqs/IO carry over to KVM only")
         say("bench: where suppression is structural; see README.")
         say("bench: " + "=" * 66)
+    say("bench: polling configurations: iothread %s%s" % (
+        poll_opts(accel), "" if os.environ.get("BENCH_POLL_NS") else
+        " (covers the TCG guest's submission gap)" if accel == "tcg" else
+        " (QEMU's defaults)"))
 
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     base = os.environ.get("BENCH_OUT", os.path.join(nvdp_vm.TOP, "results"))
@@ -336,13 +381,15 @@ def main():
 
     records = []
     for c in configs:
-        say("bench: %s: %s" % (c, CONFIGS[c][2]))
+        say("bench: %s: %s" % (c, describe(c, accel)))
         records += run_config(c, accel, qds, opts, outdir, progress)
 
     meta = {"date": stamp, "accel": accel, "accel_reason": why,
             "tcg_note": "IOPS are TCG figures: they measure the emulator"
             if accel == "tcg" else None,
-            "configs": {c: CONFIGS[c][2] for c in configs},
+            "configs": {c: describe(c, accel) for c in configs},
+            "poll_max_ns": int(poll_ns(accel)),
+            "poll_shrink": int(poll_shrink(accel)),
             "qemu": nvdp_vm.QEMU, "options": opts,
             "command": "make bench " + " ".join(
                 "%s=%s" % (k, os.environ[k]) for k in sorted(os.environ)

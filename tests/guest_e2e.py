@@ -8,7 +8,9 @@ exactly when the configuration has it, then fio writes and verifies
 boot 2, a fresh QEMU on the same image, reads everything back and verifies
 it again.  Any fio error or verify mismatch fails the case.
 
-With the I/O queues in an iothread (nvme-iothread), two more boots: the
+With the I/O queues in an iothread (nvme-iothread, poll-max-ns=0, and
+nvme-iothread-poll, polling; nvme-iothread-mmio polls too but, without
+shadow doorbells, is never polled), two more boots: the
 stress boot resets the controller (/sys/class/nvme/nvme0/reset_controller)
 repeatedly while fio writes and verifies, verifies again once the resets
 are over, then runs fio verify while a blockdev-backup job (rate-limited,
@@ -28,7 +30,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
 import nvdp_vm  # noqa: E402
 
 NVME = "nvme,id=nvme0,drive=d0,serial=nvdp-e2e"
-IOTHREAD = ["-object", "iothread,id=iot0"]
+IOTHREAD = ["-object", "iothread,id=iot0,poll-max-ns=0"]
+# polling with a window that covers the TCG guest's submission gaps
+IOTHREAD_POLL = ["-object", "iothread,id=iot0,poll-max-ns=1000000,"
+                 "poll-shrink=2"]
 # name -> (-device nvme options, has Doorbell Buffer Config, other arguments)
 CONFIGS = {
     "nvme-mmio": (NVME + ",dbcs=off,ioeventfd=off", False, []),
@@ -38,12 +43,17 @@ CONFIGS = {
     "nvme-iothread": (NVME + ",dbcs=on,ioeventfd=on,iothread=iot0", True,
                       IOTHREAD),
     "nvme-iothread-mmio": (NVME + ",dbcs=off,ioeventfd=on,iothread=iot0",
-                           False, IOTHREAD),
+                           False, IOTHREAD_POLL),
     "nvme-iothread-irqfd": (NVME + ",dbcs=on,ioeventfd=on,irq-eventfd=on,"
                             "iothread=iot0", True, IOTHREAD),
+    "nvme-iothread-poll": (NVME + ",dbcs=on,ioeventfd=on,iothread=iot0",
+                           True, IOTHREAD_POLL),
+    "nvme-iothread-poll-irqfd": (NVME + ",dbcs=on,ioeventfd=on,"
+                                 "irq-eventfd=on,iothread=iot0", True,
+                                 IOTHREAD_POLL),
 }
 # the configurations that also get the stress and unplug boots
-STRESS_CONFIGS = ["nvme-iothread"]
+STRESS_CONFIGS = ["nvme-iothread", "nvme-iothread-poll"]
 IMG_SIZE = 256 << 20
 
 # name -> fio arguments; each job has its own region of the disk
