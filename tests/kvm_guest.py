@@ -11,6 +11,12 @@ I/O loop makes no MMIO exit to userspace.  With irq-eventfd it checks from
 QEMU's trace who raised the interrupts: under KVM the irqfd (the main-loop
 handler runs only for the completion made while the vector was masked, the
 route follows the retargeted entry), under TCG the main-loop handler.
+With the I/O queues in an iothread, it also samples the device's SQ
+doorbell counter at the marks: without polling the guest must ring for
+every submission; with the iothread polling (poll-max-ns=1 ms,
+poll-shrink=2) the figure is printed, not checked: how many submissions
+find the AioContext's adaptive poll window open depends on the host's load
+(from almost none ringing to all of them seen here under TCG).
 Where KVM cannot run it, the KVM cases are reported as skipped.
 
 TAP on stdout.  Environment: NVME_DP_QEMU, KVM_GUEST_IOS.
@@ -31,10 +37,16 @@ OUT = os.path.join(TOP, "build", "kvm-guest")
 ELF = os.path.join(OUT, "nvme-kvm-guest.elf")
 IOS = int(os.environ.get("KVM_GUEST_IOS", "200"))
 
+# name, -device nvme options, guest options, -object (an iothread)
 CASES = [
-    ("mmio", "ioeventfd=off", ""),
-    ("dbbuf-ioeventfd", "ioeventfd=on", "dbbuf"),
-    ("dbbuf-ioeventfd-irq-eventfd", "ioeventfd=on,irq-eventfd=on", "dbbuf"),
+    ("mmio", "ioeventfd=off", "", None),
+    ("dbbuf-ioeventfd", "ioeventfd=on", "dbbuf", None),
+    ("dbbuf-ioeventfd-irq-eventfd", "ioeventfd=on,irq-eventfd=on", "dbbuf",
+     None),
+    ("dbbuf-iothread", "ioeventfd=on,iothread=kg0", "dbbuf",
+     "iothread,id=kg0,poll-max-ns=0"),
+    ("dbbuf-iothread-poll", "ioeventfd=on,iothread=kg0", "dbbuf",
+     "iothread,id=kg0,poll-max-ns=1000000,poll-shrink=2"),
 ]
 
 n = failed = 0
@@ -67,7 +79,7 @@ def trace_counts(path):
     return counts
 
 
-def run(accel, devopts, append, img, timeout):
+def run(accel, devopts, append, img, timeout, obj=None):
     """Boot the guest; returns (exit status, lines, samples at marks).
 
     samples["trace"] holds trace_counts() of the run."""
@@ -80,8 +92,10 @@ def run(accel, devopts, append, img, timeout):
             "-kernel", ELF, "-append", "ios=%d sync %s" % (IOS, append),
             "-device", "isa-debug-exit,iobase=0xf4,iosize=0x04",
             "-blockdev", "driver=file,node-name=d0,filename=%s" % img,
-            "-device", "nvme,drive=d0,serial=kvm-guest," + devopts,
+            "-device", "nvme,id=nvme0,drive=d0,serial=kvm-guest," + devopts,
             "-D", trace_path]
+    if obj:
+        argv += ["-object", obj]
     for ev in TRACES:
         argv += ["-trace", ev]
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE,
@@ -95,12 +109,15 @@ def run(accel, devopts, append, img, timeout):
             lines.append(line)
             if line.startswith("NVDP mark "):
                 name = line.split()[2]
+                samples[name] = {"sq_db": qmp.cmd(
+                    "qom-get", path="/machine/peripheral/nvme0",
+                    property="x-sq-doorbell-writes")}
                 if accel == "kvm":
                     stats = qmp.cmd("query-stats", target="vcpu")
-                    samples[name] = {
+                    samples[name].update({
                         k: sum(st["value"] for v in stats
                                for st in v["stats"] if st["name"] == k)
-                        for k in ("exits", "mmio_exits")}
+                        for k in ("exits", "mmio_exits")})
                 proc.stdin.write(b"g")
                 proc.stdin.flush()
     except (OSError, RuntimeError, EOFError, TimeoutError) as e:
@@ -132,12 +149,15 @@ def irq_path(accel, devopts, tr):
     """'' if the trace shows the interrupt path expected, else why not."""
     if not tr:
         return "no trace log"
-    if "irq-eventfd=on" not in devopts:
+    iothread = "iothread=" in devopts
+    if "irq-eventfd=on" not in devopts and not iothread:
         fired = [ev for ev in TRACES if tr.get(ev)]
         return "irq-eventfd off, yet %s" % fired if fired else ""
     reads, attach = tr["pci_nvme_irq_vector_read"], tr["pci_nvme_irqfd_attach"]
-    if accel == "tcg":
-        # every completion interrupt goes through the main-loop handler
+    if accel == "tcg" or "irq-eventfd=on" not in devopts:
+        # under TCG, or in an iothread without irq-eventfd (its eventfds, no
+        # irqfd binding), every completion interrupt goes through the
+        # main-loop handler
         if attach or reads < IOS:
             return "handler ran %d times for %d I/Os, irqfd attached %d" % (
                 reads, IOS, attach)
@@ -149,6 +169,24 @@ def irq_path(accel, devopts, tr):
             tr["pci_nvme_irq_route_update"] < 1:
         return "trace %s" % tr
     return ""
+
+
+def doorbells(name, s, ios):
+    """'' if the SQ doorbells per I/O of an iothread case are as expected."""
+    if "iothread" not in name:
+        return ""
+    if "start" not in s or "end" not in s:
+        return "no doorbell samples"
+    db = (s["end"]["sq_db"] - s["start"]["sq_db"]) / ios
+    if name.endswith("-poll"):
+        return ""   # printed only, see the docstring
+    return "" if db >= 0.9 else "SQ doorbells/IO %.3f without polling" % db
+
+
+def sq_db_per_io(s, ios):
+    if "start" not in s or "end" not in s or not ios:
+        return -1
+    return (s["end"]["sq_db"] - s["start"]["sq_db"]) / ios
 
 
 def kvm_usable(img):
@@ -168,22 +206,27 @@ def main():
     os.ftruncate(fd, 64 << 20)
     os.close(fd)
     try:
-        for name, devopts, append in CASES:
-            rc, lines, s = run("tcg", devopts, append, img, 120)
+        for name, devopts, append, obj in CASES:
+            rc, lines, s = run("tcg", devopts, append, img, 120, obj)
             ios, irqs, moved = result(lines)
             ok = rc == 1 and ios == IOS and irqs is not None and irqs >= ios
             why = "exit %s: %s" % (rc, " | ".join(lines[-4:]))
             if ok:
-                why = irq_path("tcg", devopts, s.get("trace", {}))
+                why = irq_path("tcg", devopts, s.get("trace", {})) or \
+                    doorbells(name, s, ios)
                 ok = not why
             case(ok, "kvm-guest tcg %s: %s verified I/Os, one interrupt each "
-                 "(irqs=%s), masked vector pending then retargeted (%s)%s" % (
+                 "(irqs=%s), masked vector pending then retargeted (%s)%s%s" % (
                      name, IOS, irqs, moved,
                      ", main-loop handler raised them"
-                     if "irq-eventfd=on" in devopts else ""), why)
+                     if "irq-eventfd=on" in devopts or obj else "",
+                     ", SQ doorbells/IO %.3f%s" % (
+                         sq_db_per_io(s, ios), " (printed, not checked)"
+                         if name.endswith("-poll") else " (about 1 expected)")
+                     if obj else ""), why)
 
         no_kvm = kvm_usable(img)
-        for name, devopts, append in CASES:
+        for name, devopts, append, obj in CASES:
             title = "kvm-guest kvm %s: verified I/Os%s%s" % (
                 name, ", no MMIO exit to userspace per I/O"
                 if "ioeventfd=on" in devopts else "",
@@ -192,7 +235,7 @@ def main():
             if no_kvm:
                 case(False, title, skip=no_kvm)
                 continue
-            rc, lines, s = run("kvm", devopts, append, img, 300)
+            rc, lines, s = run("kvm", devopts, append, img, 300, obj)
             ios, irqs, moved = result(lines)
             ok = rc == 1 and ios == IOS and "start" in s and "end" in s
             detail, why = "", "exit %s: %s" % (rc, " | ".join(lines[-4:]))
@@ -201,12 +244,15 @@ def main():
                 exits = (s["end"]["exits"] - s["start"]["exits"]) / ios
                 tr = s.get("trace", {})
                 detail = " (exits/IO %.2f, mmio_exits/IO %.3f, " \
-                    "main-loop irq handler runs %d)" % (
-                        exits, mmio, tr.get("pci_nvme_irq_vector_read", -1))
+                    "SQ doorbells/IO %.3f, main-loop irq handler runs %d)" % (
+                        exits, mmio, sq_db_per_io(s, ios),
+                        tr.get("pci_nvme_irq_vector_read", -1))
                 if "ioeventfd=on" in devopts and mmio >= 0.05:
                     ok, why = False, "mmio_exits/IO %.3f" % mmio
                 elif irq_path("kvm", devopts, tr):
                     ok, why = False, irq_path("kvm", devopts, tr)
+                elif doorbells(name, s, ios):
+                    ok, why = False, doorbells(name, s, ios)
             case(ok, title + detail, why)
     finally:
         os.unlink(img)
