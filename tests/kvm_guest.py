@@ -14,9 +14,11 @@ route follows the retargeted entry), under TCG the main-loop handler.
 With the I/O queues in an iothread, it also samples the device's SQ
 doorbell counter at the marks: without polling the guest must ring for
 every submission; with the iothread polling (poll-max-ns=1 ms,
-poll-shrink=2) the figure is printed, not checked: how many submissions
-find the AioContext's adaptive poll window open depends on the host's load
-(from almost none ringing to all of them seen here under TCG).
+poll-shrink=2) the figure is printed, not checked: the disk is a file read
+through the io_uring fd monitor, and while a read is in the kernel the
+AioContext leaves poll mode to wait for it, so how many submissions find
+the device polling is timing (from almost none ringing to all of them
+seen here under TCG).
 Where KVM cannot run it, the KVM cases are reported as skipped.
 
 TAP on stdout.  Environment: NVME_DP_QEMU, KVM_GUEST_IOS.
