@@ -160,36 +160,51 @@ echo "NVDP fio-after-unplug rc=$?"
 """
 
 
+def drive(g, timeout, on_line):
+    """Boot @g, hand each serial line to @on_line until QEMU exits.
+
+    Returns (error, exit status): the first "NVDP error" line or what went
+    wrong, and None for a status QEMU did not get to."""
+    error = None
+    try:
+        g.start()
+        for line in g.lines(timeout):
+            if line.startswith("NVDP error"):
+                error = error or line
+            else:
+                on_line(line)
+        return error, g.proc.returncode
+    except (TimeoutError, RuntimeError, EOFError, OSError) as e:
+        return str(e), None
+    finally:
+        g.stop()
+
+
 def stress(tap, name, img, devopts, extra, logs):
     log = os.path.join(logs, "e2e-%s-stress.log" % name)
     size = os.path.getsize(img)
     args = disk_args(img, devopts, extra) + [
         "-blockdev", "driver=null-co,node-name=bk0,size=%d" % size]
     g = nvdp_vm.Guest(STRESS_JOB, args, log=log)
-    fio, resets, state, error, job = {}, None, None, None, None
-    try:
-        g.start()
-        for line in g.lines(600):
-            if line.startswith("NVDP fio "):
-                parts = line.split()
-                fio[parts[2]] = dict(p.split("=") for p in parts[3:])
-            elif line.startswith("NVDP resets "):
-                resets = int(line.split()[2])
-            elif line.startswith("NVDP state "):
-                state = line.split()[2]
-            elif line.startswith("NVDP mark backup-done"):
-                job = g.qmp.cmd("query-jobs")
-            elif line.startswith("NVDP mark backup"):
-                # 16 MiB/s: the copy lasts while fio runs
-                g.qmp.cmd("blockdev-backup", device="d0", target="bk0",
-                          sync="full", speed=16 << 20, **{"job-id": "bk"})
-            elif line.startswith("NVDP error"):
-                error = line
-        rc = g.proc.returncode
-    except (TimeoutError, RuntimeError, EOFError, OSError) as e:
-        error, rc = str(e), None
-    finally:
-        g.stop()
+    fio, got = {}, {"resets": None, "state": None, "job": None}
+
+    def on_line(line):
+        if line.startswith("NVDP fio "):
+            parts = line.split()
+            fio[parts[2]] = dict(p.split("=") for p in parts[3:])
+        elif line.startswith("NVDP resets "):
+            got["resets"] = int(line.split()[2])
+        elif line.startswith("NVDP state "):
+            got["state"] = line.split()[2]
+        elif line.startswith("NVDP mark backup-done"):
+            got["job"] = g.qmp.cmd("query-jobs")
+        elif line.startswith("NVDP mark backup"):
+            # 16 MiB/s: the copy lasts while fio runs
+            g.qmp.cmd("blockdev-backup", device="d0", target="bk0",
+                      sync="full", speed=16 << 20, **{"job-id": "bk"})
+
+    error, rc = drive(g, 600, on_line)
+    resets, state, job = got["resets"], got["state"], got["job"]
     why = error or "see " + log
     tap.case(resets is not None and resets >= 5 and state == "live",
              "e2e %s: %s controller resets while fio ran, controller live "
@@ -213,24 +228,19 @@ def stress(tap, name, img, devopts, extra, logs):
 def unplug(tap, name, img, devopts, extra, logs):
     log = os.path.join(logs, "e2e-%s-unplug.log" % name)
     g = nvdp_vm.Guest(UNPLUG_JOB, disk_args(img, devopts, extra), log=log)
-    seen, left, alive, error = None, None, None, None
-    try:
-        g.start()
-        for line in g.lines(300):
-            if line.startswith("NVDP mark unplug"):
-                g.qmp.cmd("device_del", id="nvme0")
-            elif line.startswith("NVDP unplug "):
-                seen = line.split()[2]
-                alive = g.qmp.cmd("query-status")["status"]
-                left = [p["name"] for p in
-                        g.qmp.cmd("qom-list", path="/machine/peripheral")]
-            elif line.startswith("NVDP error"):
-                error = line
-        rc = g.proc.returncode
-    except (TimeoutError, RuntimeError, EOFError, OSError) as e:
-        error, rc = str(e), None
-    finally:
-        g.stop()
+    got = {"seen": None, "left": None, "alive": None}
+
+    def on_line(line):
+        if line.startswith("NVDP mark unplug"):
+            g.qmp.cmd("device_del", id="nvme0")
+        elif line.startswith("NVDP unplug "):
+            got["seen"] = line.split()[2]
+            got["alive"] = g.qmp.cmd("query-status")["status"]
+            got["left"] = [p["name"] for p in
+                           g.qmp.cmd("qom-list", path="/machine/peripheral")]
+
+    error, rc = drive(g, 300, on_line)
+    seen, left, alive = got["seen"], got["left"], got["alive"]
     why = error or "see " + log
     tap.case(seen == "gone" and left is not None and "nvme0" not in left,
              "e2e %s: device_del during fio: the guest sees the controller "
