@@ -38,29 +38,68 @@ class QMP:
                 if time.monotonic() > end:
                     raise
                 time.sleep(0.05)
-        self.file = self.sock.makefile("rw")
+        self.buf = b""
+        self.events = []
         self._read()                                # greeting
         self.cmd("qmp_capabilities")
 
+    def _line(self, timeout=None):
+        """The next line from QEMU, None if none came in @timeout seconds.
+        What QEMU sent before it exited can still be read."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            if end is not None:
+                left = end - time.monotonic()
+                r, _, _ = select.select([self.sock], [], [], max(left, 0))
+                if not r:
+                    return None
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise EOFError("QMP connection closed")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line
+
     def _read(self):
         while True:
-            line = self.file.readline()
-            if not line:
-                raise EOFError("QMP connection closed")
-            msg = json.loads(line)
+            msg = json.loads(self._line())
             if "event" not in msg:
                 return msg
+            self.events.append(msg)
 
     def cmd(self, name, **args):
         req = {"execute": name}
         if args:
             req["arguments"] = args
-        self.file.write(json.dumps(req) + "\n")
-        self.file.flush()
+        self.sock.sendall((json.dumps(req) + "\n").encode())
         rsp = self._read()
         if "error" in rsp:
             raise RuntimeError("QMP %s: %s" % (name, rsp["error"]))
         return rsp["return"]
+
+    def wait_event(self, name, timeout, **data):
+        """The first event @name whose data has @data, waiting up to
+        @timeout seconds for it; None if it did not come before that or
+        before QEMU closed the connection.  Only reads: QEMU may have
+        exited and its last events still be found."""
+        end = time.monotonic() + timeout
+        seen = 0
+        while True:
+            for ev in self.events[seen:]:
+                d = ev.get("data", {})
+                if ev["event"] == name and all(d.get(k) == v
+                                               for k, v in data.items()):
+                    return ev
+            seen = len(self.events)
+            try:
+                line = self._line(end - time.monotonic())
+            except (EOFError, OSError):
+                return None
+            if line is None:
+                return None
+            msg = json.loads(line)
+            if "event" in msg:
+                self.events.append(msg)
 
     def close(self):
         try:
@@ -149,7 +188,7 @@ class Guest:
 
     def start(self):
         self.t0 = time.monotonic()
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT)
         self.qmp = QMP(self.qmp_path, self.proc)
@@ -159,7 +198,18 @@ class Guest:
         """Serial lines until QEMU exits; raises TimeoutError past timeout."""
         return serial_lines(self.proc, timeout, self.log)
 
+    def ack(self, name):
+        """Answer the guest's "NVDP mark @name" (its hostdo waits for it):
+        a line on the serial console's input."""
+        self.proc.stdin.write(("ack %s\n" % name).encode())
+        self.proc.stdin.flush()
+
     def stop(self):
+        if self.proc and self.proc.stdin:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
         if self.qmp:
             self.qmp.close()
         if self.proc and self.proc.poll() is None:

@@ -15,8 +15,9 @@ stress boot resets the controller (/sys/class/nvme/nvme0/reset_controller)
 repeatedly while fio writes and verifies, verifies again once the resets
 are over, then runs fio verify while a blockdev-backup job (rate-limited,
 so that it overlaps) copies the disk; the unplug boot removes the
-controller with QMP device_del while fio runs: the guest must see it go and
-QEMU must stay up and exit cleanly.
+controller with QMP device_del while fio runs: the guest must see it go,
+QEMU must delete it (DEVICE_DELETED once the guest ejects the slot), stay
+up and exit cleanly.
 
 Environment: E2E_CONFIGS (comma list), NVME_DP_QEMU, NVME_DP_GUEST.
 """
@@ -24,6 +25,7 @@ Environment: E2E_CONFIGS (comma list), NVME_DP_QEMU, NVME_DP_GUEST.
 import os
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "scripts"))
@@ -87,7 +89,21 @@ run() {
 """
 
 
-STRESS_JOB = r"""
+# The host acts on "NVDP mark NAME" (starts a job, unplugs, asks QEMU) and
+# answers "ack NAME" on the serial console: the guest goes on only then, so
+# nothing the host asks QEMU races with the guest powering off.
+HOSTDO = r"""
+hostdo() {
+	echo "NVDP mark $1"
+	while read -t 120 -r a b; do
+		[ "$a $b" = "ack $1" ] && return 0
+	done
+	echo "NVDP error no ack for $1"
+	return 1
+}
+"""
+
+STRESS_JOB = HOSTDO + r"""
 set -u
 dev=/dev/nvme0n1
 ctrl=/sys/class/nvme/nvme0
@@ -126,14 +142,13 @@ echo "NVDP resets $i"
 settle
 vfio reverify --randseed=77 --offset=0 --size=64M --verify_only=1
 # a backup job copies the disk while fio writes and verifies
-echo "NVDP mark backup"
-sleep 1
+hostdo backup
 vfio backup --randseed=78 --offset=96M --size=16M --do_verify=1
 vfio backup-reverify --randseed=78 --offset=96M --size=16M --verify_only=1
-echo "NVDP mark backup-done"
+hostdo backup-done
 """
 
-UNPLUG_JOB = r"""
+UNPLUG_JOB = HOSTDO + r"""
 set -u
 dev=/dev/nvme0n1
 n=0
@@ -144,7 +159,7 @@ fio --name=unplug --filename=$dev --ioengine=libaio --direct=1 \
 	--eta=never > /tmp/unplug.out 2>&1 &
 pid=$!
 sleep 2
-echo "NVDP mark unplug"
+hostdo unplug
 n=0
 while [ -e /sys/class/nvme/nvme0 ] && [ $n -lt 600 ]; do
 	sleep 0.1; n=$((n + 1))
@@ -154,6 +169,7 @@ if [ -e /sys/class/nvme/nvme0 ]; then
 else
 	echo "NVDP unplug gone"
 fi
+hostdo unplug-seen
 kill $pid 2>/dev/null
 wait $pid
 echo "NVDP fio-after-unplug rc=$?"
@@ -196,12 +212,14 @@ def stress(tap, name, img, devopts, extra, logs):
             got["resets"] = int(line.split()[2])
         elif line.startswith("NVDP state "):
             got["state"] = line.split()[2]
-        elif line.startswith("NVDP mark backup-done"):
+        elif line == "NVDP mark backup-done":
             got["job"] = g.qmp.cmd("query-jobs")
-        elif line.startswith("NVDP mark backup"):
+            g.ack("backup-done")
+        elif line == "NVDP mark backup":
             # 16 MiB/s: the copy lasts while fio runs
             g.qmp.cmd("blockdev-backup", device="d0", target="bk0",
                       sync="full", speed=16 << 20, **{"job-id": "bk"})
+            g.ack("backup")
 
     error, rc = drive(g, 600, on_line)
     resets, state, job = got["resets"], got["state"], got["job"]
@@ -228,26 +246,43 @@ def stress(tap, name, img, devopts, extra, logs):
 def unplug(tap, name, img, devopts, extra, logs):
     log = os.path.join(logs, "e2e-%s-unplug.log" % name)
     g = nvdp_vm.Guest(UNPLUG_JOB, disk_args(img, devopts, extra), log=log)
-    got = {"seen": None, "left": None, "alive": None}
+    got = {"seen": None, "left": None, "alive": None, "deleted": None,
+           "after": None, "fio": None}
 
     def on_line(line):
-        if line.startswith("NVDP mark unplug"):
+        if line == "NVDP mark unplug":
             g.qmp.cmd("device_del", id="nvme0")
+            g.ack("unplug")
         elif line.startswith("NVDP unplug "):
             got["seen"] = line.split()[2]
+        elif line == "NVDP mark unplug-seen":
+            # the guest's driver lets go of the controller before the
+            # guest ejects the slot: QEMU deletes it when the eject comes
+            t = time.monotonic()
+            ev = g.qmp.wait_event("DEVICE_DELETED", 60, device="nvme0")
+            got["deleted"] = ev is not None
+            got["after"] = time.monotonic() - t
             got["alive"] = g.qmp.cmd("query-status")["status"]
             got["left"] = [p["name"] for p in
                            g.qmp.cmd("qom-list", path="/machine/peripheral")]
+            g.ack("unplug-seen")
+        elif line.startswith("NVDP fio-after-unplug "):
+            got["fio"] = line.split()[2]
 
     error, rc = drive(g, 300, on_line)
     seen, left, alive = got["seen"], got["left"], got["alive"]
     why = error or "see " + log
-    tap.case(seen == "gone" and left is not None and "nvme0" not in left,
+    tap.case(seen == "gone" and got["deleted"] and left is not None and
+             "nvme0" not in left,
              "e2e %s: device_del during fio: the guest sees the controller "
-             "go (%s), QEMU no longer has it" % (name, seen), why)
-    tap.case(alive == "running" and rc == 0, "e2e %s: QEMU keeps running "
-             "after the unplug and exits cleanly (%s, status %s)" %
-             (name, alive, rc), why)
+             "go (%s), QEMU deletes it (DEVICE_DELETED %s, %s s after the "
+             "guest saw it go) and no longer has it" %
+             (name, seen, got["deleted"], got["after"] is not None and
+              "%.1f" % got["after"]), why)
+    tap.case(alive == "running" and got["fio"] is not None and rc == 0,
+             "e2e %s: QEMU keeps running after the unplug, the guest's "
+             "fio ends (%s) and QEMU exits cleanly (%s, status %s)" %
+             (name, got["fio"], alive, rc), why)
 
 
 class Tap:
