@@ -3,7 +3,8 @@
 # libFuzzer, AddressSanitizer and UBSan; build/fuzz-build) and run a
 # time-boxed campaign on each NVMe config of generic_fuzz_configs.h.
 #
-#   fuzz.sh [--no-build] [CONFIG...]     (default: nvme nvme-eventfd)
+#   fuzz.sh [--no-build] [CONFIG...]
+#   (default: nvme nvme-eventfd nvme-iothread nvme-iothread-poll)
 #
 # Environment: FUZZ_SECONDS (per config, default 300), FUZZ_DIR (default
 # build/fuzz), FUZZ_BIN (the fuzzer; default build/fuzz-build/qemu-fuzz-x86_64,
@@ -27,7 +28,7 @@ for a in "$@"; do
 	*) configs+=("$a") ;;
 	esac
 done
-[ ${#configs[@]} -gt 0 ] || configs=(nvme nvme-eventfd)
+[ ${#configs[@]} -gt 0 ] || configs=(nvme nvme-eventfd nvme-iothread nvme-iothread-poll)
 
 if [ -n "$build" ]; then
 	"$top/scripts/build.sh" --fuzz --builddir "$bdir" qemu-fuzz-x86_64 || exit 1
