@@ -1,7 +1,7 @@
 # nvme-dataplane: a patch queue for QEMU's hw/nvme, and its tooling.
 # Each target is a thin call into one script; see README.md.
 
-.PHONY: all deps tree export build qtest guest check check-asan fuzz bench clean help
+.PHONY: all deps tree export build qtest guest check check-asan fuzz bench bench-device clean help
 
 all: build
 
@@ -16,6 +16,7 @@ help:
 	@echo "make check-asan  the NVMe qtests against an AddressSanitizer build"
 	@echo "make fuzz    generic-fuzz campaign on the NVMe configs (FUZZ_SECONDS each)"
 	@echo "make bench   the benchmark"
+	@echo "make bench-device  the device benchmark without a guest (blk-bench)"
 
 deps:
 	@scripts/deps.sh
@@ -48,6 +49,9 @@ fuzz: tree
 
 bench: build guest
 	@scripts/bench.py
+
+bench-device: build
+	@scripts/bench_device.py
 
 clean:
 	rm -rf build

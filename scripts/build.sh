@@ -20,7 +20,8 @@ while [ $# -gt 0 ]; do
 done
 bdir=${bdir:-$top/build/qemu-build}
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(qemu-system-x86_64 tests/qtest/qos-test tests/qtest/nvme-io-test)
+[ ${#targets[@]} -gt 0 ] || targets=(qemu-system-x86_64 tests/qtest/qos-test tests/qtest/nvme-io-test
+	tests/qtest/blk-bench)
 
 die() { echo "build: $*" >&2; exit 1; }
 [ -d "$tree" ] || die "no source tree at $tree: run 'make tree' first"
@@ -68,6 +69,7 @@ have=()
 for t in "${targets[@]}"; do
 	case $t in
 	tests/qtest/nvme-io-test) [ -f "$tree/tests/qtest/nvme-io-test.c" ] || continue ;;
+	tests/qtest/blk-bench) [ -f "$tree/tests/qtest/blk-bench.c" ] || continue ;;
 	esac
 	have+=("$t")
 done

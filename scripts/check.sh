@@ -9,6 +9,7 @@
 #   6. end-to-end tests in a Linux guest (fio verify in each NVMe config)
 #   7. the freestanding KVM test guest, under TCG and, where it runs, KVM
 #   8. a CI-sized benchmark run and checks of what it writes
+#   9. the guest-less device benchmark's short run (tests/bench_device_smoke.py)
 # Ends with "N passed, N failed, N skipped", one count per test case.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -140,6 +141,12 @@ if [ -n "$applied" ]; then
 			"$top/tests/bench_smoke.py" >"$logs/bench.tap" 2>"$logs/bench.err"
 		sed 's/^/#   /' "$logs/bench.tap"
 		count_tap "$logs/bench.tap" bench
+
+		echo "# 9. device benchmark short run (no guest)"
+		NVME_DP_BUILD=$bdir "$top/tests/bench_device_smoke.py" \
+			>"$logs/bench-device.tap" 2>"$logs/bench-device.err"
+		sed 's/^/#   /' "$logs/bench-device.tap"
+		count_tap "$logs/bench-device.tap" bench-device
 	else
 		tail -n 20 "$logs/guest-image.log" | sed 's/^/#   /'
 		notok "guest image (see $logs/guest-image.log)"

@@ -1,0 +1,235 @@
+#!/usr/bin/python3
+"""make bench-device: what the device model costs per command, no guest.
+
+Runs build/qemu-build/tests/qtest/blk-bench (a patch of the series) for
+each configuration, backend and queue depth: QEMU under -accel qtest with
+its RAM in a shared file, and a host driver in a thread of blk-bench that
+runs the data path in that memory as Linux's nvme and virtio-blk drivers
+do (EventIdx rule for every doorbell; a doorbell is a qtest MMIO write).
+Writes results.json (one record per configuration, backend and depth),
+table.txt and, with python3-matplotlib, bench-device.png, to
+build/bench-device/ (or BENCH_OUT).
+
+Figures per record: commands per second; QEMU CPU time per command
+(microseconds, from /proc, by thread: main loop, iothread, other: worker
+threads, io_uring workers); SQ doorbells, CQ doorbells and interrupts per
+command.  The driver is a separate process: its CPU is not QEMU's.
+
+Environment: BENCH_CONFIGS, BENCH_BACKENDS, BENCH_QD (comma lists),
+BENCH_COUNT (commands per run, default 20000), BENCH_OUT, NVME_DP_BUILD
+(the build directory, default build/qemu-build).
+make check runs a short version: tests/bench_device_smoke.py.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("NVME_DP_BUILD",
+                       os.path.join(TOP, "build", "qemu-build"))
+BENCH = os.path.join(BUILD, "tests", "qtest", "blk-bench")
+QEMU = os.environ.get("NVME_DP_QEMU",
+                      os.path.join(BUILD, "qemu-system-x86_64"))
+
+NOPOLL = "-object iothread,id=io0,poll-max-ns=0"
+# As make bench under TCG: here a doorbell (a qtest round trip, tens of
+# microseconds) outlasts QEMU's default 32 us window, which then never
+# covers the host's next batch (one doorbell per batch at every depth).
+POLL = "-object iothread,id=io0,poll-max-ns=1000000,poll-shrink=2"
+
+# name: (device, -device options, extra QEMU arguments, blk-bench options)
+CONFIGS = {
+    "nvme": ("nvme", "ioeventfd=on", "", []),
+    "nvme-irqfd": ("nvme", "ioeventfd=on,irq-eventfd=on", "", []),
+    "nvme-iothread": ("nvme", "ioeventfd=on,iothread=io0", NOPOLL, []),
+    "nvme-iothread-irqfd": ("nvme", "ioeventfd=on,irq-eventfd=on,"
+                            "iothread=io0", NOPOLL, []),
+    "nvme-iothread-poll": ("nvme", "ioeventfd=on,iothread=io0", POLL, []),
+    "virtio-blk": ("virtio-blk", "", "", []),
+    "virtio-blk-iothread": ("virtio-blk", "iothread=io0", NOPOLL, []),
+    "virtio-blk-iothread-poll": ("virtio-blk", "iothread=io0", POLL, []),
+}
+
+TMPFS = "/dev/shm"
+IMG_BLOCKS = 16384                      # 64 MiB of 4 KiB blocks
+
+BACKENDS = {
+    "null": "driver=null-co,read-zeroes=on,size=1073741824",
+    "file-io_uring": "driver=file,filename=%s,aio=io_uring,"
+                     "cache.direct=off",
+    "file-native": "driver=file,filename=%s,aio=native,cache.direct=on",
+}
+QDS = [1, 4, 16, 64, 128]
+
+
+def say(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def env_list(name, default):
+    v = os.environ.get(name)
+    return [x for x in v.split(",") if x] if v else default
+
+
+def image(backend, outdir):
+    """The file a file backend uses; None where it cannot run."""
+    if backend == "null":
+        return None
+    d = TMPFS if backend == "file-io_uring" else outdir
+    path = os.path.join(d, "bench-device-%s.img" % backend)
+    with open(path, "wb") as f:
+        f.truncate(IMG_BLOCKS * 4096)
+    if backend == "file-native":
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_DIRECT)
+            os.close(fd)
+        except OSError as e:
+            os.unlink(path)
+            raise RuntimeError("%s: no O_DIRECT (%s)" % (d, e.strerror))
+    return path
+
+
+def run(config, drive, qd, count, rw="read", warmup=None):
+    dev, devopts, extra, opts = CONFIGS[config]
+    cmd = [BENCH, "--device", dev, "--devopts", devopts, "--extra", extra,
+           "--drive", drive, "--qd", str(qd), "--count", str(count),
+           "--rw", rw, "--blocks", str(IMG_BLOCKS)] + opts
+    if warmup is not None:
+        cmd += ["--warmup", str(warmup)]
+    env = dict(os.environ, QTEST_QEMU_BINARY=QEMU)
+    p = subprocess.run(cmd, env=env, text=True, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=600)
+    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    if not lines:
+        raise RuntimeError("blk-bench failed (%d): %s" %
+                           (p.returncode, p.stderr.strip()[-800:]))
+    return json.loads(lines[-1])
+
+
+def record(config, backend, qd, r):
+    c = r["commands"]
+    cpu = r["thread_cpu"]
+    main = sum(v for k, v in cpu.items() if k.startswith("qemu-system"))
+    io = sum(v for k, v in cpu.items() if k == "IO io0")
+    other = sum(cpu.values()) - main - io
+    return {
+        "config": config, "device": CONFIGS[config][0], "backend": backend,
+        "qd": qd, "commands": c, "seconds": r["seconds"],
+        "cmds_per_s": c / r["seconds"],
+        "cpu_us_per_cmd": (main + io + other) * 1e6 / c,
+        "cpu_main_us_per_cmd": main * 1e6 / c,
+        "cpu_iothread_us_per_cmd": io * 1e6 / c,
+        "cpu_other_us_per_cmd": other * 1e6 / c,
+        "sq_doorbells_per_cmd": r["sq_doorbells"] / c,
+        "cq_doorbells_per_cmd": r["cq_doorbells"] / c,
+        "irqs_per_cmd": r["interrupts"] / c,
+        "errors": r["errors"], "bad_data": r["bad_data"],
+        "thread_cpu_s": cpu,
+    }
+
+
+def table(records):
+    cols = [("config", "%-25s", "config"), ("backend", "%-13s", "backend"),
+            ("qd", "%4d", "qd"), ("cmds_per_s", "%9.0f", "cmd/s"),
+            ("cpu_us_per_cmd", "%7.2f", "cpu/cmd"),
+            ("cpu_main_us_per_cmd", "%7.2f", "main"),
+            ("cpu_iothread_us_per_cmd", "%7.2f", "iothr"),
+            ("cpu_other_us_per_cmd", "%7.2f", "other"),
+            ("sq_doorbells_per_cmd", "%6.3f", "sq-db"),
+            ("cq_doorbells_per_cmd", "%6.3f", "cq-db"),
+            ("irqs_per_cmd", "%6.3f", "irqs")]
+    width = [len(f % (0 if f[-1] in "df" else "")) for _, f, _ in cols]
+    out = ["  ".join(h.ljust(w) if f.startswith("%-") else h.rjust(w)
+                     for (_, f, h), w in zip(cols, width))]
+    for r in records:
+        out.append("  ".join(f % r[k] for k, f, _ in cols))
+    out.append("(cpu: microseconds of QEMU thread time per command: main "
+               "loop, iothread, other threads)")
+    return "\n".join(out)
+
+
+def plot(records, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        say("bench-device: python3-matplotlib missing: no plot")
+        return
+    backends = sorted({r["backend"] for r in records})
+    keys = [("cmds_per_s", "commands/s"), ("cpu_us_per_cmd", "CPU us/cmd"),
+            ("sq_doorbells_per_cmd", "SQ doorbells/cmd"),
+            ("irqs_per_cmd", "interrupts/cmd")]
+    fig, axes = plt.subplots(len(backends), len(keys),
+                             figsize=(5 * len(keys), 4 * len(backends)),
+                             squeeze=False)
+    for row, b in enumerate(backends):
+        for col, (key, title) in enumerate(keys):
+            ax = axes[row][col]
+            for c in CONFIGS:
+                rs = sorted((r for r in records
+                             if r["config"] == c and r["backend"] == b),
+                            key=lambda r: r["qd"])
+                if rs:
+                    ax.plot([r["qd"] for r in rs], [r[key] for r in rs],
+                            marker="o", label=c)
+            ax.set_xscale("log", base=2)
+            ax.set_ylim(bottom=0)
+            ax.set_title("%s (%s)" % (title, b))
+            ax.grid(True, alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def main():
+    if not os.path.exists(BENCH):
+        say("bench-device: %s missing: make build" % BENCH)
+        return 2
+    outdir = os.environ.get("BENCH_OUT",
+                            os.path.join(TOP, "build", "bench-device"))
+    os.makedirs(outdir, exist_ok=True)
+    configs = env_list("BENCH_CONFIGS", list(CONFIGS))
+    backends = env_list("BENCH_BACKENDS", list(BACKENDS))
+    qds = [int(q) for q in env_list("BENCH_QD", [str(q) for q in QDS])]
+    count = int(os.environ.get("BENCH_COUNT", "20000"))
+    records = []
+    start = time.time()
+    for b in backends:
+        try:
+            img = image(b, outdir)
+        except RuntimeError as e:
+            say("bench-device: backend %s skipped: %s" % (b, e))
+            continue
+        drive = BACKENDS[b] % img if img else BACKENDS[b]
+        for c in configs:
+            for qd in qds:
+                r = record(c, b, qd, run(c, drive, qd, count))
+                records.append(r)
+                say("bench-device: %-25s %-13s qd %3d: %8.0f cmd/s, "
+                    "%6.2f us CPU/cmd, sq-db %.3f, irqs %.3f" %
+                    (c, b, qd, r["cmds_per_s"], r["cpu_us_per_cmd"],
+                     r["sq_doorbells_per_cmd"], r["irqs_per_cmd"]))
+        if img:
+            os.unlink(img)
+    with open(os.path.join(outdir, "results.json"), "w") as f:
+        json.dump({"command": "make bench-device", "count": count,
+                   "host_cpus": os.cpu_count(), "records": records}, f,
+                  indent=1)
+    t = table(records)
+    with open(os.path.join(outdir, "table.txt"), "w") as f:
+        f.write(t + "\n")
+    plot(records, os.path.join(outdir, "bench-device.png"))
+    print(t)
+    say("bench-device: %d runs in %.0f s; results.json, table.txt in %s" %
+        (len(records), time.time() - start, outdir))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+"""make check's short run of the guest-less device benchmark (blk-bench).
+
+TAP on stdout.  Asserts only what is exact whatever the host's speed:
+  - every command completes with the data it should: each device writes
+    a pattern over a file on tmpfs and reads it back (and the check can
+    fail: the same read-back against null-co, which reads zeros, must
+    find every block wrong);
+  - nvme with shadow doorbells and no polling, queue depth 1: one SQ
+    doorbell per command (the EventIdx rule asks for each one) and no CQ
+    doorbell (the CQ never fills); virtio-blk likewise one notification
+    per command;
+  - nvme-iothread-poll at depth 16 runs (its doorbells per command are
+    printed, not asserted: timing);
+  - make bench-device's own files (BENCH_CONFIGS/QD/COUNT cut down).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "scripts"))
+import bench_device as bd  # noqa: E402
+
+n = failed = 0
+
+
+def case(ok, name, why=""):
+    global n, failed
+    n += 1
+    failed += not ok
+    print("%s %d - %s%s" % ("ok" if ok else "not ok", n, name,
+                            "" if ok else "  # " + why), flush=True)
+
+
+def run(name, config, drive, qd, count, rw="read"):
+    try:
+        return bd.run(config, drive, qd, count, rw=rw)
+    except Exception as e:              # noqa: BLE001
+        case(False, name, str(e)[-300:])
+        return None
+
+
+def main():
+    if not os.path.exists(bd.BENCH):
+        case(False, "blk-bench built", bd.BENCH + " missing")
+        print("1..%d" % n)
+        return 1
+    tmp = tempfile.mkdtemp(prefix="nvdp-bd-", dir=bd.TMPFS)
+    img = os.path.join(tmp, "verify.img")
+    with open(img, "wb") as f:
+        f.truncate(bd.IMG_BLOCKS * 4096)
+    filedrive = bd.BACKENDS["file-io_uring"] % img
+    null = bd.BACKENDS["null"]
+
+    for config in ["nvme", "nvme-iothread", "nvme-iothread-poll",
+                   "virtio-blk", "virtio-blk-iothread"]:
+        name = "%s: 4000 blocks written and read back at depth 16" % config
+        r = run(name, config, filedrive, 16, 4000, rw="verify")
+        if r:
+            case(r["errors"] == 0 and r["bad_data"] == 0 and
+                 r["commands"] == 4000, name,
+                 "errors %d, bad data %d" % (r["errors"], r["bad_data"]))
+
+    name = "the read-back check finds wrong data (null-co reads zeros)"
+    r = run(name, "nvme", null, 4, 500, rw="verify")
+    if r:
+        case(r["bad_data"] == 500, name, "bad data %d of 500" % r["bad_data"])
+
+    name = "nvme, shadow doorbells, depth 1: 1 SQ doorbell per command, " \
+           "no CQ doorbell"
+    r = run(name, "nvme", null, 1, 2000)
+    if r:
+        case(r["sq_doorbells"] == 2000 and r["cq_doorbells"] == 0, name,
+             "sq %d, cq %d for 2000" % (r["sq_doorbells"],
+                                        r["cq_doorbells"]))
+
+    name = "virtio-blk, event index, depth 1: 1 notification per command"
+    r = run(name, "virtio-blk", null, 1, 2000)
+    if r:
+        case(r["sq_doorbells"] == 2000, name,
+             "%d for 2000" % r["sq_doorbells"])
+
+    # Not asserted: how often the poll window covers the host's next
+    # batch is timing (0.008-0.03 at depth 16 on this 2-core host, where
+    # a doorbell is a qtest round trip); issue 14's target is 0.02.
+    name = "nvme-iothread-poll, depth 16: runs"
+    r = run(name, "nvme-iothread-poll", null, 16, 20000)
+    if r:
+        ratio = r["sq_doorbells"] / r["commands"]
+        case(r["errors"] == 0, name, "errors %d" % r["errors"])
+        print("# nvme-iothread-poll depth 16: %.4f SQ doorbells/cmd" % ratio)
+
+    out = tempfile.mkdtemp(prefix="nvdp-bd-out-")
+    env = dict(os.environ, BENCH_OUT=out, BENCH_COUNT="2000",
+               BENCH_QD="1,16", BENCH_BACKENDS="null",
+               BENCH_CONFIGS="nvme,nvme-iothread-poll,virtio-blk")
+    p = subprocess.run([os.path.join(TOP, "scripts", "bench_device.py")],
+                       env=env, text=True, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    name = "make bench-device writes results.json and table.txt"
+    try:
+        with open(os.path.join(out, "results.json")) as f:
+            res = json.load(f)
+        recs = res["records"]
+        ok = (p.returncode == 0 and len(recs) == 6 and
+              os.path.exists(os.path.join(out, "table.txt")) and
+              all(r["cmds_per_s"] > 0 and r["cpu_us_per_cmd"] > 0
+                  for r in recs))
+        case(ok, name, "rc %d, %d records" % (p.returncode, len(recs)))
+    except (OSError, ValueError, KeyError) as e:
+        case(False, name, "%s; %s" % (e, p.stderr[-300:]))
+
+    os.unlink(img)
+    os.rmdir(tmp)
+    print("1..%d" % n)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
