@@ -22,18 +22,10 @@ import sys
 import tempfile
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import case, finish  # noqa: E402
 sys.path.insert(0, os.path.join(TOP, "scripts"))
 import bench_device as bd  # noqa: E402
-
-n = failed = 0
-
-
-def case(ok, name, why=""):
-    global n, failed
-    n += 1
-    failed += not ok
-    print("%s %d - %s%s" % ("ok" if ok else "not ok", n, name,
-                            "" if ok else "  # " + why), flush=True)
 
 
 def run(name, config, drive, qd, count, rw="read"):
@@ -47,8 +39,7 @@ def run(name, config, drive, qd, count, rw="read"):
 def main():
     if not os.path.exists(bd.BENCH):
         case(False, "blk-bench built", bd.BENCH + " missing")
-        print("1..%d" % n)
-        return 1
+        return finish()
     tmp = tempfile.mkdtemp(prefix="nvdp-bd-", dir=bd.TMPFS)
     img = os.path.join(tmp, "verify.img")
     with open(img, "wb") as f:
@@ -116,8 +107,7 @@ def main():
 
     os.unlink(img)
     os.rmdir(tmp)
-    print("1..%d" % n)
-    return 1 if failed else 0
+    return finish()
 
 
 if __name__ == "__main__":

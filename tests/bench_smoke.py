@@ -15,20 +15,13 @@ import sys
 import tempfile
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import case, finish  # noqa: E402
 FIELDS = ["config", "accel", "qd", "numjobs", "iops", "lat_p50_us",
           "lat_p99_us", "doorbells_per_io", "irqs_per_io",
           "cpu_vcpu_us_per_io", "cpu_iothread_us_per_io",
           "cpu_other_us_per_io"]
 
-n = failed = 0
-
-
-def case(ok, name, why=""):
-    global n, failed
-    n += 1
-    failed += not ok
-    print("%s %d - %s%s" % ("ok" if ok else "not ok", n, name,
-                            "" if ok else "  # " + why), flush=True)
 
 
 def main():
@@ -78,9 +71,8 @@ def main():
     vblk = by.get(("virtio-blk", 1), {}).get("doorbells_per_io")
     case(vblk is not None and 0.9 <= vblk <= 1.1,
          "bench: virtio-blk notifies once per IO at QD1", "got %s" % vblk)
-    print("1..%d" % n)
     shutil.rmtree(out, ignore_errors=True)
-    return 1 if failed else 0
+    return finish()
 
 
 if __name__ == "__main__":
