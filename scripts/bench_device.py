@@ -115,7 +115,7 @@ def record(config, backend, qd, r):
     cpu = r["thread_cpu"]
     main = sum(v for k, v in cpu.items() if k.startswith("qemu-system"))
     io = sum(v for k, v in cpu.items() if k == "IO io0")
-    other = sum(cpu.values()) - main - io
+    other = max(0.0, sum(cpu.values()) - main - io)
     return {
         "config": config, "device": CONFIGS[config][0], "backend": backend,
         "qd": qd, "commands": c, "seconds": r["seconds"],
