@@ -15,14 +15,24 @@ Figures per record: commands per second; QEMU CPU time per command
 threads, io_uring workers); SQ doorbells, CQ doorbells and interrupts per
 command.  The driver is a separate process: its CPU is not QEMU's.
 
+BENCH_VALGRIND=1 adds a deterministic figure to each record: instructions
+per command of QEMU's threads (main loop, iothread, other) for
+BENCH_VG_COUNT commands (default 2000) under callgrind, collected only
+between blk-bench's start and end marks.  It runs a second build,
+build/valgrind-build (scripts/build.sh --valgrind: no io_uring, which
+valgrind 3.19 cannot run QEMU with), so the file-io_uring backend has no
+such figure; it takes about 10 s a record.
+
 Environment: BENCH_CONFIGS, BENCH_BACKENDS, BENCH_QD (comma lists),
 BENCH_COUNT (commands per run, default 20000), BENCH_OUT, NVME_DP_BUILD
 (the build directory, default build/qemu-build).
 make check runs a short version: tests/bench_device_smoke.py.
 """
 
+import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -110,6 +120,56 @@ def run(config, drive, qd, count, rw="read", warmup=None):
     return json.loads(lines[-1])
 
 
+VG_BUILD = os.path.join(TOP, "build", "valgrind-build")
+
+
+def callgrind(config, drive, qd, count):
+    """Instructions per command by thread, from callgrind's dumps."""
+    dev, devopts, extra, opts = CONFIGS[config]
+    out = tempfile.mkdtemp(prefix="bench-vg-")
+    prefix = ("valgrind --tool=callgrind --instr-atstart=no "
+              "--separate-threads=yes --callgrind-out-file=%s/cg.%%p" % out)
+    cmd = [os.path.join(VG_BUILD, "tests", "qtest", "blk-bench"),
+           "--device", dev, "--devopts", devopts, "--extra", extra,
+           "--drive", drive, "--qd", str(qd), "--count", str(count),
+           "--warmup", "200", "--blocks", str(IMG_BLOCKS), "--pause",
+           "--qemu-prefix", prefix] + opts
+    env = dict(os.environ, QTEST_QEMU_BINARY=os.path.join(
+        VG_BUILD, "qemu-system-x86_64"))
+    p = subprocess.Popen(cmd, env=env, text=True, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    for line in p.stdout:
+        word = line.split()
+        if word[:1] == ["start"]:
+            subprocess.run(["callgrind_control", "-i", "on", word[1]],
+                           stdout=subprocess.DEVNULL, check=True)
+        elif word[:1] == ["end"]:
+            subprocess.run(["callgrind_control", "-d", "measured", word[1]],
+                           stdout=subprocess.DEVNULL, check=True)
+        else:
+            continue
+        p.stdin.write("\n")
+        p.stdin.flush()
+    if p.wait():
+        raise RuntimeError("blk-bench under callgrind failed (%d)" %
+                           p.returncode)
+    instr = {"main": 0, "iothread": 0, "other": 0}
+    for f in glob.glob(os.path.join(out, "cg.*.1-*")):
+        with open(f) as fh:
+            text = fh.read()
+        n = int(re.search(r"^summary: (\d+)", text, re.M).group(1))
+        if "iothread_run" in text:
+            instr["iothread"] += n
+        elif "main_loop_wait" in text:
+            instr["main"] += n
+        else:
+            instr["other"] += n
+    for f in glob.glob(os.path.join(out, "*")):
+        os.unlink(f)
+    os.rmdir(out)
+    return {k: v / count for k, v in instr.items()}
+
+
 def record(config, backend, qd, r):
     c = r["commands"]
     cpu = r["thread_cpu"]
@@ -146,7 +206,12 @@ def table(records):
     out = ["  ".join(h.ljust(w) if f.startswith("%-") else h.rjust(w)
                      for (_, f, h), w in zip(cols, width))]
     for r in records:
-        out.append("  ".join(f % r[k] for k, f, _ in cols))
+        line = "  ".join(f % r[k] for k, f, _ in cols)
+        if "instr_per_cmd" in r:
+            line += "  %8.0f" % r["instr_per_cmd"]
+        out.append(line)
+    if any("instr_per_cmd" in r for r in records):
+        out[0] += "  %8s" % "instr"
     out.append("(cpu: microseconds of QEMU thread time per command: main "
                "loop, iothread, other threads)")
     return "\n".join(out)
@@ -198,6 +263,15 @@ def main():
     backends = env_list("BENCH_BACKENDS", list(BACKENDS))
     qds = [int(q) for q in env_list("BENCH_QD", [str(q) for q in QDS])]
     count = int(os.environ.get("BENCH_COUNT", "20000"))
+    valgrind = os.environ.get("BENCH_VALGRIND") == "1"
+    vg_count = int(os.environ.get("BENCH_VG_COUNT", "2000"))
+    if valgrind:
+        say("bench-device: building %s (no io_uring, for valgrind)" %
+            VG_BUILD)
+        subprocess.run([os.path.join(TOP, "scripts", "build.sh"),
+                        "--valgrind", "--builddir", VG_BUILD,
+                        "qemu-system-x86_64", "tests/qtest/blk-bench"],
+                       stdout=subprocess.DEVNULL, check=True)
     records = []
     start = time.time()
     for b in backends:
@@ -210,6 +284,14 @@ def main():
         for c in configs:
             for qd in qds:
                 r = record(c, b, qd, run(c, drive, qd, count))
+                if valgrind and b != "file-io_uring":
+                    vg = callgrind(c, drive, qd, vg_count)
+                    r["instr_per_cmd"] = sum(vg.values())
+                    r["instr_main_per_cmd"] = vg["main"]
+                    r["instr_iothread_per_cmd"] = vg["iothread"]
+                    r["instr_other_per_cmd"] = vg["other"]
+                    say("bench-device: %-25s %-13s qd %3d: %.0f "
+                        "instructions/cmd" % (c, b, qd, r["instr_per_cmd"]))
                 records.append(r)
                 say("bench-device: %-25s %-13s qd %3d: %8.0f cmd/s, "
                     "%6.2f us CPU/cmd, sq-db %.3f, irqs %.3f" %

@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
 # Configure (once, or when the options change) and build qemu-system-x86_64
 # and the qtest binaries the project's tests run.  Incremental.
-#   build.sh [--tree DIR] [--builddir DIR] [--asan | --fuzz] [ninja targets...]
+#   build.sh [--tree DIR] [--builddir DIR] [--asan | --fuzz | --valgrind]
+#            [ninja targets...]
 # --fuzz: clang with libFuzzer, AddressSanitizer and UBSan (qemu-fuzz-x86_64).
+# --valgrind: without io_uring, which valgrind 3.19 cannot run QEMU with (a
+# thread blocked in io_uring_enter keeps valgrind's lock).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 tree=$top/build/qemu
 bdir=
 extra=()
 fuzz=
+valgrind=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--tree) tree=$2; shift 2 ;;
 	--builddir) bdir=$2; shift 2 ;;
 	--asan) extra+=(--enable-asan); shift ;;
 	--fuzz) fuzz=1; extra+=(--enable-fuzzing --enable-asan --enable-ubsan); shift ;;
+	--valgrind) valgrind=1; shift ;;
 	*) break ;;
 	esac
 done
@@ -37,6 +42,7 @@ if command -v ccache >/dev/null; then
 fi
 uring=--disable-linux-io-uring
 pkg-config --atleast-version=0.3 liburing 2>/dev/null && uring=--enable-linux-io-uring
+[ -z "$valgrind" ] || uring=--disable-linux-io-uring
 fwpath=/usr/share/qemu:/usr/share/seabios:/usr/lib/ipxe/qemu
 
 args=(--cc="$cc" --python=/usr/bin/python3 --target-list=x86_64-softmmu
