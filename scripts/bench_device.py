@@ -21,7 +21,8 @@ BENCH_VG_COUNT commands (default 2000) under callgrind, collected only
 between blk-bench's start and end marks.  It runs a second build,
 build/valgrind-build (scripts/build.sh --valgrind: no io_uring, which
 valgrind 3.19 cannot run QEMU with), so the file-io_uring backend has no
-such figure; it takes about 10 s a record.
+such figure; it takes about 10 s a record.  BENCH_VG_KEEP=DIR keeps the
+callgrind dumps in DIR/CONFIG-QD/ for callgrind_annotate.
 
 Environment: BENCH_CONFIGS, BENCH_BACKENDS, BENCH_QD (comma lists),
 BENCH_COUNT (commands per run, default 20000), BENCH_OUT, NVME_DP_BUILD
@@ -33,6 +34,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -154,6 +156,12 @@ def callgrind(config, drive, qd, count):
         raise RuntimeError("blk-bench under callgrind failed (%d)" %
                            p.returncode)
     instr = {"main": 0, "iothread": 0, "other": 0}
+    keep = os.environ.get("BENCH_VG_KEEP")
+    if keep:
+        dest = os.path.join(keep, "%s-%d" % (config, qd))
+        os.makedirs(dest, exist_ok=True)
+        for f in glob.glob(os.path.join(out, "cg.*.1-*")):
+            shutil.copy(f, dest)
     for f in glob.glob(os.path.join(out, "cg.*.1-*")):
         with open(f) as fh:
             text = fh.read()
