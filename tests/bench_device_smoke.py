@@ -10,8 +10,8 @@ TAP on stdout.  Asserts only what is exact whatever the host's speed:
     doorbell per command (the EventIdx rule asks for each one) and no CQ
     doorbell (the CQ never fills); virtio-blk likewise one notification
     per command;
-  - nvme-iothread-poll at depth 16 runs (its doorbells per command are
-    printed, not asserted: timing);
+  - nvme-iothread-poll at depths 4 and 16: at most 0.02 SQ doorbells
+    per command (a second run decides if the first misses: scheduling);
   - make bench-device's own files (BENCH_CONFIGS/QD/COUNT cut down).
 """
 
@@ -75,15 +75,27 @@ def main():
         case(r["sq_doorbells"] == 2000, name,
              "%d for 2000" % r["sq_doorbells"])
 
-    # Not asserted: how often the poll window covers the host's next
-    # batch is timing (0.008-0.03 at depth 16 on this 2-core host, where
-    # a doorbell is a qtest round trip); issue 14's target is 0.02.
-    name = "nvme-iothread-poll, depth 16: runs"
-    r = run(name, "nvme-iothread-poll", null, 16, 20000)
-    if r:
-        ratio = r["sq_doorbells"] / r["commands"]
-        case(r["errors"] == 0, name, "errors %d" % r["errors"])
-        print("# nvme-iothread-poll depth 16: %.4f SQ doorbells/cmd" % ratio)
+    # Polling, depth >= 4: the SQ is polled and the host rings only when
+    # a poll window ended with no work, which takes the host's thread
+    # being off its CPU for the whole window (1 ms here): issue 14's
+    # target, at most 0.02 SQ doorbells per command.  A second run decides
+    # when the first missed it (another process took the CPU); a device
+    # that stops polling rings for every batch and fails both.
+    for qd in (4, 16):
+        name = "nvme-iothread-poll, depth %d: at most 0.02 SQ doorbells " \
+               "per command" % qd
+        ratios = []
+        for attempt in range(2):
+            r = run(name, "nvme-iothread-poll", null, qd, 20000)
+            if not r:
+                break
+            ratios.append(r["sq_doorbells"] / r["commands"])
+            if r["errors"] or ratios[-1] <= 0.02:
+                break
+        if r:
+            case(r["errors"] == 0 and ratios[-1] <= 0.02, name,
+                 "errors %d, SQ doorbells/cmd %s" %
+                 (r["errors"], ", ".join("%.4f" % x for x in ratios)))
 
     out = tempfile.mkdtemp(prefix="nvdp-bd-out-")
     env = dict(os.environ, BENCH_OUT=out, BENCH_COUNT="2000",
