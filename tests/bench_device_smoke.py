@@ -58,8 +58,9 @@ def main():
                  r["commands"] == 4000, name,
                  "errors %d, bad data %d" % (r["errors"], r["bad_data"]))
 
-    # aio=native (linux-aio, O_DIRECT): nvme batches an SQ pass's
-    # submissions, and completions reaped at submission are posted at once
+    # aio=native (linux-aio, O_DIRECT): in an iothread nvme batches an SQ
+    # pass's submissions, and completions reaped at submission are posted
+    # at once
     try:
         native = bd.BACKENDS["file-native"] % bd.image("file-native", tmp2)
     except RuntimeError as e:
