@@ -2,11 +2,24 @@
 """make bench: fio in a Linux guest, emulated NVMe against virtio-blk.
 
 For each configuration, one boot of the guest runs fio (randread, 4k,
-libaio, direct) at each queue depth against a null-co disk.  Around each
-fio run the guest prints a mark; on each mark the host samples the QEMU
-process: doorbell counters, per-thread CPU time and, under KVM, the vCPU
-exit counters.  Per-IO figures divide the host's deltas by the guest's
-completed I/Os over the same window.
+libaio, direct) at each queue depth against a null-co disk: first a
+warm-up run (BENCH_RAMP seconds, not measured), then the measured run
+(BENCH_RUNTIME seconds, no ramp inside it).  Around the measured run the
+guest prints a mark and waits for the host's answer; on each mark the
+host samples the QEMU process: doorbell counters, each thread's CPU time
+(schedstat, ns) and, under KVM, the vCPU exit counters.  Per-IO figures
+divide the host's deltas over that window by the I/Os the guest's disk
+completed in it (window_ios, from /sys/block/DEV/stat; each record says
+so in per_io_divisor), so the window holds only the measured run.
+
+Figures: IOPS from fio; latency is fio's total latency (submission to
+completion, lat_*), with completion latency (clat_*) beside it; SQ-side
+doorbells per IO are NVMe SQ tail doorbell writes or virtio-blk
+notifications, so the two compare like with like; CQ head doorbells are
+NVMe's alone.  CPU per IO: the vCPU threads, the device's iothread (the
+thread named "IO iot0"), the main loop (the process's main thread), and
+the rest; iothread_cores is the iothread's CPU time over the window's
+length (in polling rows most of it is spin).
 
 Polling configurations (nvme and virtio-blk alike) use the same iothread
 poll parameters: BENCH_POLL_NS and BENCH_POLL_SHRINK, by default QEMU's
@@ -20,19 +33,28 @@ doorbells per IO, 1000000 0.04-0.06, 1000000 with poll-shrink=2 (halve
 the window after a long gap instead of zeroing it) 0.009-0.025.
 
 Environment: BENCH_CONFIGS (comma list), BENCH_QD (comma list),
-BENCH_RUNTIME (s), BENCH_RAMP (s), BENCH_JOBS (numjobs), BENCH_SMP
-(vCPUs), BENCH_QUICK=1 (a short run for CI), BENCH_ACCEL (kvm|tcg, to
-override the probe), BENCH_OUT (results directory).
+BENCH_RUNTIME (s, measured), BENCH_RAMP (s, the warm-up run before the
+window), BENCH_JOBS (numjobs), BENCH_SMP
+(vCPUs), BENCH_REPEAT (runs of everything; the table shows medians,
+results.json's "summary" min, median and max), BENCH_QUICK=1 (a short
+run for CI), BENCH_ACCEL (kvm|tcg, to override the probe), BENCH_OUT
+(results directory).
 """
 
 import datetime
+import hashlib
 import json
 import os
+import statistics
+import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nvdp_vm  # noqa: E402
+
+# The device's iothread (-object iothread,id=iot0 below; debug-threads=on)
+IOTHREAD_COMM = "IO iot0"
 
 BACKEND = ["-blockdev", "driver=null-co,node-name=d0,read-zeroes=on,size=8589934592"]
 NVME = "nvme,id=nvme0,drive=d0,serial=nvdp"
@@ -106,15 +128,32 @@ if [ "$kind" = virtio ]; then
 	echo 1 > $t/events/kprobes/nvdp_notify/enable
 	notifies() { awk '$1 == "nvdp_notify" { print $2 }' $t/kprobe_profile; }
 fi
-for qd in @QDS@; do
-	echo "NVDP mark start qd=$qd ios=$(ios) irqs=$(irqs) notifies=$(notifies)"
-	fio --name=bench --filename=/dev/$dev --rw=randread --bs=4k \
+# "NVDP mark NAME qd=QD ...": the host samples QEMU, then answers
+# "ack NAME-QD"; the guest goes on only then.
+mark() {
+	echo "NVDP mark $* irqs=$(irqs) notifies=$(notifies) ios=$(ios)"
+	while read -t 120 -r a b; do
+		[ "$a $b" = "ack $1-$qd" ] && return 0
+	done
+	echo "NVDP error no ack for $1-$qd"
+	exit 1
+}
+echo "NVDP info kernel=$(uname -r) fio=$(fio --version)"
+fio_run() { # fio_run NAME SECONDS ARGS...
+	name=$1 secs=$2
+	shift 2
+	fio --name=$name --filename=/dev/$dev --rw=randread --bs=4k \
 		--ioengine=libaio --direct=1 --numjobs=@JOBS@ --iodepth=$qd \
-		--time_based=1 --runtime=@RUNTIME@ --ramp_time=@RAMP@ \
-		--norandommap=1 --randrepeat=0 --group_reporting=1 \
-		--output-format=json --output=/tmp/fio.json --eta=never
+		--time_based=1 --runtime=$secs --norandommap=1 --randrepeat=0 \
+		--group_reporting=1 --eta=never "$@"
+}
+for qd in @QDS@; do
+	fio_run warm @RAMP@ --output=/dev/null
+	mark start qd=$qd
+	fio_run bench @RUNTIME@ --lat_percentiles=1 \
+		--output-format=json --output=/tmp/fio.json
 	rc=$?
-	echo "NVDP mark end qd=$qd ios=$(ios) irqs=$(irqs) notifies=$(notifies) rc=$rc"
+	mark end qd=$qd rc=$rc
 	echo "NVDP fio-json qd=$qd $(tr -d '\n' < /tmp/fio.json)"
 done
 """
@@ -135,8 +174,17 @@ class Sampler:
 
     def sample(self):
         s = {"t": time.monotonic()}
-        s["cpu_vcpu"], s["cpu_iothread"], s["cpu_total"] = \
-            nvdp_vm.thread_cpu(self.g.proc.pid)
+        pid = self.g.proc.pid
+        s["cpu_vcpu"] = s["cpu_iothread"] = s["cpu_main"] = 0
+        s["cpu_total"] = 0
+        for tid, comm, ns in nvdp_vm.thread_cpu_ns(pid):
+            s["cpu_total"] += ns
+            if tid == pid:
+                s["cpu_main"] += ns
+            elif comm.startswith("CPU "):
+                s["cpu_vcpu"] += ns
+            elif comm == IOTHREAD_COMM:
+                s["cpu_iothread"] += ns
         if self.kind == "nvme":
             q = self.g.qmp
             s["sq_db"] = q.cmd("qom-get", path="/machine/peripheral/nvme0",
@@ -152,15 +200,20 @@ class Sampler:
 
 
 def fio_figures(text):
+    """IOPS and latencies of fio's JSON: lat_* is the total latency
+    (submission to completion, --lat_percentiles=1), clat_* completion
+    latency only."""
     data = json.loads(text[text.index("{"):])
     rd = data["jobs"][0]["read"]
-    pct = rd.get("clat_ns", {}).get("percentile", {})
-    return {
-        "iops": round(rd["iops"], 1),
-        "lat_p50_us": round(pct.get("50.000000", 0) / 1000, 1),
-        "lat_p99_us": round(pct.get("99.000000", 0) / 1000, 1),
-        "fio_ios": rd["total_ios"],
-    }
+    fig = {"iops": round(rd["iops"], 1), "fio_ios": rd["total_ios"],
+           "fio_version": data.get("fio version")}
+    for kind in ("lat", "clat"):
+        pct = rd.get(kind + "_ns", {}).get("percentile", {})
+        mean = rd.get(kind + "_ns", {}).get("mean")
+        fig[kind + "_mean_us"] = round(mean / 1000, 1) if mean else None
+        fig[kind + "_p50_us"] = round(pct.get("50.000000", 0) / 1000, 1)
+        fig[kind + "_p99_us"] = round(pct.get("99.000000", 0) / 1000, 1)
+    return fig
 
 
 def poll_ns(accel):
@@ -175,6 +228,42 @@ def poll_shrink(accel):
 def poll_opts(accel):
     return "poll-max-ns=%s,poll-shrink=%s" % (poll_ns(accel),
                                               poll_shrink(accel))
+
+
+def qemu_version():
+    try:
+        out = subprocess.run([nvdp_vm.QEMU, "--version"], text=True,
+                             stdout=subprocess.PIPE, timeout=30).stdout
+        return out.splitlines()[0] if out else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def series_id():
+    """patches/series and a sha256 over it and every patch it lists"""
+    pdir = os.path.join(nvdp_vm.TOP, "patches")
+    h = hashlib.sha256()
+    try:
+        names = [n.strip() for n in open(os.path.join(pdir, "series"))
+                 if n.strip() and not n.startswith("#")]
+        for n in ["series"] + names:
+            h.update(open(os.path.join(pdir, n), "rb").read())
+    except OSError:
+        return None
+    return {"patches": len(names), "sha256": h.hexdigest()}
+
+
+def host_info():
+    model = None
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu_model": model, "cpus": os.cpu_count(),
+            "kernel": os.uname().release}
 
 
 def describe(name, accel):
@@ -196,7 +285,7 @@ def run_config(name, accel, qds, opts, outdir, progress):
     g = nvdp_vm.Guest(job, BACKEND + devargs, accel=accel, smp=opts["smp"],
                       log=os.path.join(outdir, "%s.console.log" % name))
     sampler = Sampler(g, kind, accel)
-    records, marks, boot = [], {}, None
+    records, marks, boot, info = [], {}, None, {}
     budget = 120 + len(qds) * (opts["runtime"] + opts["ramp"] + 60)
     try:
         g.start()
@@ -207,17 +296,26 @@ def run_config(name, accel, qds, opts, outdir, progress):
                     (name, boot))
             elif line.startswith("NVDP error"):
                 say("  guest: " + line)
+            elif line.startswith("NVDP info"):
+                info = dict(p.split("=", 1) for p in line.split()[2:]
+                            if "=" in p)
             elif line.startswith("NVDP mark"):
                 what, kv = nvdp_vm.parse_mark(line)
                 marks[(what, kv["qd"])] = (sampler.sample(), kv)
+                g.ack("%s-%s" % (what, kv["qd"]))
                 if what == "start":
                     progress(name, kv["qd"])
             elif line.startswith("NVDP fio-json"):
                 qd = line.split()[2].split("=")[1]
                 text = line.split(" ", 3)[3]
-                records.append(make_record(name, kind, accel, int(qd), opts,
-                                           marks[("start", qd)],
-                                           marks[("end", qd)], text, boot))
+                rec = make_record(name, kind, accel, int(qd), opts,
+                                  marks[("start", qd)], marks[("end", qd)],
+                                  text, boot)
+                rec["device_args"] = " ".join(devargs)
+                rec["poll"] = poll_opts(accel) if "@POLL@" in \
+                    " ".join(CONFIGS[name][1]) else None
+                rec["guest_kernel"] = info.get("kernel")
+                records.append(rec)
     finally:
         g.stop()
     return records
@@ -230,44 +328,87 @@ def make_record(name, kind, accel, qd, opts, start, end, fio_text, boot):
         raise RuntimeError("%s qd=%d: fio failed (rc=%s)" % (name, qd,
                                                            g1.get("rc")))
     ios = int(g1["ios"]) - int(g0["ios"])
+    window = s1["t"] - s0["t"]
     rec = {"config": name, "accel": accel, "qd": qd, "numjobs": opts["jobs"],
-           "runtime_s": opts["runtime"], "ramp_s": opts["ramp"],
+           "runtime_s": opts["runtime"], "warmup_s": opts["ramp"],
            "vcpus": opts["smp"], "boot_to_job_s": boot, "window_ios": ios,
-           "window_s": round(s1["t"] - s0["t"], 2)}
+           "window_s": round(window, 3),
+           "per_io_divisor": "window_ios: I/Os the guest's disk completed "
+                             "between the acknowledged marks"}
     rec.update(fio_figures(fio_text))
     per = (lambda d: round(d / ios, 4)) if ios else (lambda d: None)
+    raw = {"ios": ios, "irqs": int(g1["irqs"]) - int(g0["irqs"]),
+           "window_ns": round(window * 1e9)}
     if kind == "nvme":
-        sq = s1["sq_db"] - s0["sq_db"]
-        cq = s1["cq_db"] - s0["cq_db"]
-        rec["sq_doorbells_per_io"] = per(sq)
-        rec["cq_doorbells_per_io"] = per(cq)
-        rec["doorbells_per_io"] = per(sq + cq)
+        raw["sq_doorbells"] = s1["sq_db"] - s0["sq_db"]
+        raw["cq_doorbells"] = s1["cq_db"] - s0["cq_db"]
+        rec["cq_doorbells_per_io"] = per(raw["cq_doorbells"])
     else:
-        rec["doorbells_per_io"] = per(int(g1["notifies"]) -
-                                      int(g0["notifies"]))
-    rec["irqs_per_io"] = per(int(g1["irqs"]) - int(g0["irqs"]))
-    us = lambda k: per((s1[k] - s0[k]) * 1e6)  # noqa: E731
-    rec["cpu_vcpu_us_per_io"] = us("cpu_vcpu")
-    rec["cpu_iothread_us_per_io"] = us("cpu_iothread")
-    other = ((s1["cpu_total"] - s0["cpu_total"]) -
-             (s1["cpu_vcpu"] - s0["cpu_vcpu"]) -
-             (s1["cpu_iothread"] - s0["cpu_iothread"]))
-    rec["cpu_other_us_per_io"] = per(other * 1e6)
+        raw["sq_doorbells"] = int(g1["notifies"]) - int(g0["notifies"])
+        rec["cq_doorbells_per_io"] = None
+    rec["sq_doorbells_per_io"] = per(raw["sq_doorbells"])
+    rec["doorbells_per_io"] = per(raw["sq_doorbells"] +
+                                  raw.get("cq_doorbells", 0))
+    rec["irqs_per_io"] = per(raw["irqs"])
+    for k in ("cpu_vcpu", "cpu_iothread", "cpu_main", "cpu_total"):
+        raw[k + "_ns"] = s1[k] - s0[k]
+    other = (raw["cpu_total_ns"] - raw["cpu_vcpu_ns"] -
+             raw["cpu_iothread_ns"] - raw["cpu_main_ns"])
+    us = lambda ns: per(ns / 1e3)  # noqa: E731
+    rec["cpu_vcpu_us_per_io"] = us(raw["cpu_vcpu_ns"])
+    rec["cpu_iothread_us_per_io"] = us(raw["cpu_iothread_ns"])
+    rec["cpu_main_us_per_io"] = us(raw["cpu_main_ns"])
+    rec["cpu_other_us_per_io"] = us(other)
+    rec["iothread_cores"] = round(raw["cpu_iothread_ns"] / raw["window_ns"],
+                                  3) if window > 0 else None
     if accel == "kvm":
-        rec["exits_per_io"] = per(s1["exits"] - s0["exits"])
-        rec["mmio_exits_per_io"] = per(s1["mmio_exits"] - s0["mmio_exits"])
+        raw["exits"] = s1["exits"] - s0["exits"]
+        raw["mmio_exits"] = s1["mmio_exits"] - s0["mmio_exits"]
+        rec["exits_per_io"] = per(raw["exits"])
+        rec["mmio_exits_per_io"] = per(raw["mmio_exits"])
+    rec["raw"] = raw
     return rec
+
+
+SPREAD = ["iops", "lat_p50_us", "lat_p99_us", "clat_p50_us", "clat_p99_us",
+          "doorbells_per_io", "sq_doorbells_per_io", "cq_doorbells_per_io",
+          "irqs_per_io", "cpu_vcpu_us_per_io", "cpu_iothread_us_per_io",
+          "cpu_main_us_per_io", "cpu_other_us_per_io", "iothread_cores",
+          "exits_per_io", "mmio_exits_per_io"]
+
+
+def summarize(records):
+    """One entry per configuration and depth: min, median and max of each
+    figure over the runs (BENCH_REPEAT)."""
+    out = []
+    keys = []
+    for r in records:
+        if (r["config"], r["qd"]) not in keys:
+            keys.append((r["config"], r["qd"]))
+    for c, qd in keys:
+        rs = [r for r in records if r["config"] == c and r["qd"] == qd]
+        e = {"config": c, "qd": qd, "accel": rs[0]["accel"], "runs": len(rs)}
+        for k in SPREAD:
+            vals = sorted(r[k] for r in rs if r.get(k) is not None)
+            if vals:
+                e[k] = {"min": vals[0], "median": statistics.median(vals),
+                        "max": vals[-1]}
+        out.append(e)
+    return out
 
 
 def table(records):
     cols = [("config", "config", "%-25s"), ("qd", "qd", "%4d"),
-            ("IOPS", "iops", "%9.0f"), ("p50us", "lat_p50_us", "%7.1f"),
-            ("p99us", "lat_p99_us", "%7.1f"),
-            ("db/IO", "doorbells_per_io", "%6.3f"),
+            ("IOPS", "iops", "%9.0f"), ("lat50us", "lat_p50_us", "%7.1f"),
+            ("lat99us", "lat_p99_us", "%7.1f"),
+            ("sqdb/IO", "sq_doorbells_per_io", "%7.3f"),
+            ("cqdb/IO", "cq_doorbells_per_io", "%7.3f"),
             ("irq/IO", "irqs_per_io", "%6.3f"),
             ("vcpu us/IO", "cpu_vcpu_us_per_io", "%10.1f"),
             ("iothr us/IO", "cpu_iothread_us_per_io", "%11.1f"),
-            ("other us/IO", "cpu_other_us_per_io", "%11.1f")]
+            ("main us/IO", "cpu_main_us_per_io", "%10.1f"),
+            ("other us/IO", "cpu_other_us_per_io", "%11.1f"),
+            ("iothr cores", "iothread_cores", "%11.2f")]
     if any(r["accel"] == "kvm" for r in records):
         cols += [("exits/IO", "exits_per_io", "%8.2f"),
                  ("mmio/IO", "mmio_exits_per_io", "%7.2f")]
@@ -366,7 +507,8 @@ def main():
     base = os.environ.get("BENCH_OUT", os.path.join(nvdp_vm.TOP, "results"))
     outdir = os.path.join(base, stamp)
     os.makedirs(outdir)
-    total = len(configs) * len(qds)
+    repeat = int(os.environ.get("BENCH_REPEAT", "1"))
+    total = len(configs) * len(qds) * repeat
     done = [0]
     t0 = time.monotonic()
 
@@ -380,9 +522,15 @@ def main():
             "  (about %d min left)" % round(left / 60) if left else ""))
 
     records = []
-    for c in configs:
-        say("bench: %s: %s" % (c, describe(c, accel)))
-        records += run_config(c, accel, qds, opts, outdir, progress)
+    for run in range(repeat):
+        for c in configs:
+            say("bench: %s: %s%s" % (c, describe(c, accel),
+                                      " (run %d of %d)" % (run + 1, repeat)
+                                      if repeat > 1 else ""))
+            for r in run_config(c, accel, qds, opts, outdir, progress):
+                r["run"] = run + 1
+                records.append(r)
+    summary = summarize(records)
 
     meta = {"date": stamp, "accel": accel, "accel_reason": why,
             "tcg_note": "IOPS are TCG figures: they measure the emulator"
@@ -390,14 +538,28 @@ def main():
             "configs": {c: describe(c, accel) for c in configs},
             "poll_max_ns": int(poll_ns(accel)),
             "poll_shrink": int(poll_shrink(accel)),
-            "qemu": nvdp_vm.QEMU, "options": opts,
+            "qemu": nvdp_vm.QEMU, "qemu_version": qemu_version(),
+            "series": series_id(), "host": host_info(),
+            "guest_cpu": "host" if accel == "kvm" else "max",
+            "guest_kernel": sorted({r.get("guest_kernel") for r in records
+                                    if r.get("guest_kernel")}),
+            "fio_version": sorted({r.get("fio_version") for r in records
+                                   if r.get("fio_version")}),
+            "options": opts,
             "command": "make bench " + " ".join(
                 "%s=%s" % (k, os.environ[k]) for k in sorted(os.environ)
                 if k.startswith("BENCH_"))}
     with open(os.path.join(outdir, "results.json"), "w") as f:
-        json.dump({"meta": meta, "records": records}, f, indent=1)
-    plot(records, os.path.join(outdir, "bench.png"), accel)
-    text = table(records)
+        json.dump({"meta": meta, "records": records, "summary": summary},
+                  f, indent=1)
+    rows = records if repeat == 1 else [
+        dict((k, v["median"] if isinstance(v, dict) else v)
+             for k, v in r.items()) for r in summary]
+    plot(rows, os.path.join(outdir, "bench.png"), accel)
+    text = table(rows)
+    if repeat > 1:
+        text += "\n(medians of %d runs; min and max in results.json " \
+                "\"summary\")" % repeat
     with open(os.path.join(outdir, "table.txt"), "w") as f:
         f.write(text + "\n")
     latest = os.path.join(base, "latest")

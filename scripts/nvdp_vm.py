@@ -130,6 +130,21 @@ def thread_cpu(pid):
     return vcpu, iot, total
 
 
+def thread_cpu_ns(pid):
+    """CPU time of each thread of a process, in nanoseconds, from
+    /proc/PID/task/TID/schedstat: a list of (tid, comm, ns)."""
+    out = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            comm = open("/proc/%d/task/%s/comm" % (pid, tid)).read().strip()
+            ns = int(open("/proc/%d/task/%s/schedstat" %
+                          (pid, tid)).read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        out.append((int(tid), comm, ns))
+    return out
+
+
 def serial_lines(proc, timeout, log=None):
     """Lines QEMU writes on stdout (-serial stdio) until it exits; raises
     TimeoutError past @timeout seconds.  Each line is copied to @log."""

@@ -18,9 +18,13 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import case, finish  # noqa: E402
 FIELDS = ["config", "accel", "qd", "numjobs", "iops", "lat_p50_us",
-          "lat_p99_us", "doorbells_per_io", "irqs_per_io",
+          "lat_p99_us", "clat_p50_us", "clat_p99_us", "doorbells_per_io",
+          "sq_doorbells_per_io", "cq_doorbells_per_io", "irqs_per_io",
           "cpu_vcpu_us_per_io", "cpu_iothread_us_per_io",
-          "cpu_other_us_per_io"]
+          "cpu_main_us_per_io", "cpu_other_us_per_io", "iothread_cores",
+          "per_io_divisor", "window_ios", "device_args", "raw"]
+META = ["qemu_version", "series", "host", "guest_kernel", "fio_version",
+        "guest_cpu"]
 
 
 
@@ -60,6 +64,16 @@ def main():
     case(not tcg or data["meta"].get("tcg_note"),
          "bench: results.json says when IOPS are TCG figures")
     case(not tcg or "TCG" in p.stdout, "bench: the output says TCG")
+    meta = data.get("meta", {}) if recs else {}
+    lack = [k for k in META if not meta.get(k)]
+    case(recs and not lack, "bench: results.json names %s" % ", ".join(META),
+         "missing %s" % lack)
+    case(all(r["lat_p50_us"] >= r["clat_p50_us"] > 0 for r in recs),
+         "bench: total latency (submission to completion) is reported and "
+         "is at least the completion latency")
+    case(all(r["raw"]["ios"] == r["window_ios"] > 0 and
+             r["cpu_main_us_per_io"] > 0 for r in recs),
+         "bench: raw counts and the main loop's CPU are recorded")
     by = {(r["config"], r["qd"]): r for r in recs}
     mmio = by.get(("nvme-mmio", 1), {}).get("doorbells_per_io")
     case(mmio == 2.0, "bench: nvme-mmio rings exactly 2 doorbells per IO "
@@ -71,6 +85,10 @@ def main():
     vblk = by.get(("virtio-blk", 1), {}).get("doorbells_per_io")
     case(vblk is not None and 0.9 <= vblk <= 1.1,
          "bench: virtio-blk notifies once per IO at QD1", "got %s" % vblk)
+    vrec = by.get(("virtio-blk", 1), {})
+    case(vrec.get("sq_doorbells_per_io") == vblk and
+         vrec.get("cq_doorbells_per_io") is None,
+         "bench: virtio-blk's notifications are its SQ-side doorbells")
     shutil.rmtree(out, ignore_errors=True)
     return finish()
 
