@@ -5,7 +5,8 @@
 #   3. checkpatch.pl on every patch: 0 errors (warnings listed)
 #   4. bisectability: every prefix of the series builds hw/nvme, the
 #      emulator and the nvme qtests
-#   5. the nvme qtests, upstream's and ours, against the full series
+#   5. the nvme qtests, upstream's and ours, against the full series, and
+#      the libvirt example of nvme.rst (tests/docs_examples.py)
 #   6. end-to-end tests in a Linux guest (fio verify in each NVMe config)
 #   7. the freestanding KVM test guest, under TCG and, where it runs, KVM
 #   8. a CI-sized benchmark run and checks of what it writes
@@ -118,6 +119,12 @@ if [ -n "$applied" ]; then
 			n=$(basename "$f" .tap)
 			count_tap "$f" "${n#qtest-}"
 		done
+		# the libvirt example of nvme.rst starts QEMU as it says
+		NVME_DP_QEMU=$bdir/qemu-system-x86_64 "$top/tests/docs_examples.py" \
+			"$tree/docs/system/devices/nvme.rst" \
+			>"$logs/docs.tap" 2>"$logs/docs.err"
+		sed 's/^/#   /' "$logs/docs.tap"
+		count_tap "$logs/docs.tap" docs
 	else
 		tail -n 30 "$logs/build.log" | sed 's/^/#   /'
 		notok "build of the full series (see $logs/build.log)"

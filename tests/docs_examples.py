@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""The libvirt example of docs/system/devices/nvme.rst ("Performance
+Tuning") starts QEMU as it says.
+
+Takes the <qemu:arg value='...'/> of the rst's xml code block, puts a
+scratch image where the example names its file, starts QEMU with them
+(qtest accelerator, no guest) and asks it over QMP for the device, its
+iothread and the iothread's poll-max-ns.  TAP on stdout.
+
+    docs_examples.py [PATH/TO/nvme.rst]   (NVME_DP_QEMU: the emulator)
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import case, finish  # noqa: E402
+
+QEMU = os.environ.get("NVME_DP_QEMU", os.path.join(
+    TOP, "build", "qemu-build", "qemu-system-x86_64"))
+RST = os.path.join(TOP, "build", "qemu", "docs", "system", "devices",
+                   "nvme.rst")
+
+
+def xml_args(text):
+    """The qemu:arg values of the first xml code block with any"""
+    for block in re.split(r"\n\.\. code-block:: ", text)[1:]:
+        if not block.startswith("xml"):
+            continue
+        args = re.findall(r"<qemu:arg value='([^']*)'/>", block)
+        if args:
+            return args
+    return []
+
+
+def qmp(proc, cmd, **args):
+    proc.stdin.write(json.dumps({"execute": cmd, "arguments": args}) + "\n")
+    proc.stdin.flush()
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError("QEMU exited")
+        msg = json.loads(line)
+        if "return" in msg or "error" in msg:
+            return msg
+
+
+def main():
+    rst = sys.argv[1] if len(sys.argv) > 1 else RST
+    args = xml_args(open(rst).read())
+    case(len(args) >= 2 and len(args) % 2 == 0,
+         "docs: nvme.rst's libvirt example passes options with values",
+         "found %s" % args)
+    dev = next((a for a in args if a.startswith("nvme,")), "")
+    iot = next((a for a in args if a.startswith("iothread,")), "")
+    files = [m for a in args for m in re.findall(r"filename=([^,]+)", a)]
+    case(dev and iot and len(files) == 1,
+         "docs: the example has an nvme device, an iothread and one file",
+         "device %r, iothread %r, files %r" % (dev, iot, files))
+    if not (dev and iot and len(files) == 1):
+        return finish()
+
+    tmp = tempfile.mkdtemp(prefix="nvdp-docs-")
+    img = os.path.join(tmp, "data.img")
+    with open(img, "wb") as f:
+        f.truncate(64 * 1024 * 1024)
+    args = [a.replace(files[0], img) for a in args]
+    if "cache.direct=on" in " ".join(args):
+        try:
+            os.close(os.open(img, os.O_RDONLY | os.O_DIRECT))
+        except OSError:
+            # tmpfs: the file options are the example's, not what is tested
+            args = [a.replace("aio=native,cache.direct=on", "")
+                    .replace(",,", ",").rstrip(",") for a in args]
+    dev_id = re.search(r"(?:^|,)id=([^,]+)", dev).group(1)
+    iot_id = re.search(r"(?:^|,)id=([^,]+)", iot).group(1)
+    poll = re.search(r"poll-max-ns=(\d+)", iot)
+
+    proc = subprocess.Popen([QEMU, "-machine", "pc", "-accel", "qtest",
+                             "-display", "none", "-nodefaults",
+                             "-qmp", "stdio"] + args,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        greeting = proc.stdout.readline()
+        try:
+            started = "QMP" in greeting and \
+                "return" in qmp(proc, "qmp_capabilities") and \
+                "return" in qmp(proc, "query-status")
+        except (RuntimeError, ValueError):
+            started = False
+        case(started, "docs: QEMU starts with the example's arguments",
+             "" if started else proc.stderr.read().strip())
+        if started:
+            path = "/machine/peripheral/%s" % dev_id
+            r = qmp(proc, "qom-get", path=path, property="iothread")
+            case(r.get("return") == "/objects/%s" % iot_id,
+                 "docs: the example's nvme device runs in its iothread",
+                 str(r))
+            for prop in ("ioeventfd", "irq-eventfd"):
+                if "%s=on" % prop in dev:
+                    r = qmp(proc, "qom-get", path=path, property=prop)
+                    case(r.get("return") is True,
+                         "docs: the example's device has %s=on" % prop,
+                         str(r))
+            if poll:
+                r = qmp(proc, "qom-get", path="/objects/%s" % iot_id,
+                        property="poll-max-ns")
+                case(r.get("return") == int(poll.group(1)),
+                     "docs: the example's iothread polls for %s ns" %
+                     poll.group(1), str(r))
+            qmp(proc, "quit")
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.unlink(img)
+        os.rmdir(tmp)
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
