@@ -74,6 +74,22 @@ def main():
     case(all(r["raw"]["ios"] == r["window_ios"] > 0 and
              r["cpu_main_us_per_io"] > 0 for r in recs),
          "bench: raw counts and the main loop's CPU are recorded")
+    runtime = float(env["BENCH_RUNTIME"])
+    wide = [(r["config"], r["qd"], r["window_ios"], r.get("fio_ios"))
+            for r in recs if not (r.get("fio_ios") and
+                                  r["fio_ios"] <= r["window_ios"] <=
+                                  r["fio_ios"] * 1.1 + 16)]
+    case(recs and not wide, "bench: the window holds the measured run and "
+         "not the warm-up (the disk's I/Os in it are fio's, within 10%)",
+         "config, qd, window_ios, fio_ios: %s" % wide)
+    case(all(r["window_s"] >= runtime for r in recs),
+         "bench: the window covers the measured %g s" % runtime)
+    case("no ack" not in p.stdout and "NVDP error" not in p.stdout,
+         "bench: every mark was acknowledged by the host")
+    nvme = [r for r in recs if r["config"].startswith("nvme")]
+    case(nvme and all(isinstance(r["raw"].get("admin_doorbells"), int)
+                      for r in nvme),
+         "bench: admin queue doorbells are recorded apart (raw)")
     by = {(r["config"], r["qd"]): r for r in recs}
     mmio = by.get(("nvme-mmio", 1), {}).get("doorbells_per_io")
     case(mmio == 2.0, "bench: nvme-mmio rings exactly 2 doorbells per IO "
