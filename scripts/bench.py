@@ -500,7 +500,7 @@ def main():
         say("bench: " + "=" * 66)
         say("bench: TCG: IOPS and latencies measure QEMU's CPU emulator, not")
         say("bench: the device. Doorbells/IO and irqs/IO carry over to KVM only")
-        say("bench: where suppression is structural; see README.")
+        say("bench: where suppression is structural; see docs/benchmark.md.")
         say("bench: " + "=" * 66)
     say("bench: polling configurations: iothread %s%s" % (
         poll_opts(accel), "" if os.environ.get("BENCH_POLL_NS") else
