@@ -17,7 +17,8 @@ done
 
 job=/sys/firmware/qemu_fw_cfg/by_name/opt/nvdp/job/raw
 if [ -r "$job" ]; then
-	cp "$job" /tmp/job.sh
+	# the job's shell has the helpers of /lib/nvdp.sh
+	{ echo ". /lib/nvdp.sh"; cat "$job"; } > /tmp/job.sh
 	echo "NVDP job-start $(cut -d' ' -f1 /proc/uptime)"
 	sh /tmp/job.sh
 	echo "NVDP job-end rc=$? $(cut -d' ' -f1 /proc/uptime)"

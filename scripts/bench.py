@@ -51,6 +51,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nvdp_configs  # noqa: E402
 import nvdp_vm  # noqa: E402
 
 # The device's iothread (-object iothread,id=iot0 below; debug-threads=on)
@@ -60,49 +61,16 @@ BACKEND = ["-blockdev", "driver=null-co,node-name=d0,read-zeroes=on,size=8589934
 NVME = "nvme,id=nvme0,drive=d0,serial=nvdp"
 VBLK = "virtio-blk-pci,id=vblk0,drive=d0"
 
-# name -> (kind, QEMU arguments, what it is)
-CONFIGS = {
-    "nvme-mmio": ("nvme", ["-device", NVME + ",dbcs=off,ioeventfd=off"],
-                  "plain doorbells (dbcs=off, ioeventfd=off)"),
-    "nvme-dbbuf": ("nvme", ["-device", NVME + ",dbcs=on,ioeventfd=off"],
-                   "shadow doorbells (dbcs=on, ioeventfd=off): upstream's default"),
-    "nvme-ioeventfd": ("nvme", ["-device", NVME + ",dbcs=on,ioeventfd=on"],
-                       "shadow doorbells and ioeventfd (dbcs=on, ioeventfd=on)"),
-    "nvme-irqfd": ("nvme", ["-device", NVME + ",dbcs=on,ioeventfd=on,"
-                                          "irq-eventfd=on"],
-                   "shadow doorbells, ioeventfd, interrupts through per-vector "
-                   "eventfds (irq-eventfd=on)"),
-    "nvme-iothread": ("nvme", [
-        "-object", "iothread,id=iot0,poll-max-ns=0",
-        "-device", NVME + ",dbcs=on,ioeventfd=on,iothread=iot0"],
-        "shadow doorbells, ioeventfd, I/O queues in an iothread "
-        "(poll-max-ns=0)"),
-    "nvme-iothread-irqfd": ("nvme", [
-        "-object", "iothread,id=iot0,poll-max-ns=0",
-        "-device", NVME + ",dbcs=on,ioeventfd=on,irq-eventfd=on,"
-                          "iothread=iot0"],
-        "as nvme-iothread, with irq-eventfd=on (KVM irqfd where available)"),
-    "nvme-iothread-poll": ("nvme", [
-        "-object", "iothread,id=iot0,@POLL@",
-        "-device", NVME + ",dbcs=on,ioeventfd=on,iothread=iot0"],
-        "as nvme-iothread, the iothread polling the SQs "
-        "(@POLL_NS@)"),
-    "nvme-iothread-poll-irqfd": ("nvme", [
-        "-object", "iothread,id=iot0,@POLL@",
-        "-device", NVME + ",dbcs=on,ioeventfd=on,irq-eventfd=on,"
-                          "iothread=iot0"],
-        "as nvme-iothread-poll, with irq-eventfd=on "
-        "(@POLL_NS@)"),
-    "virtio-blk": ("virtio", ["-device", VBLK], "virtio-blk, its defaults"),
-    "virtio-blk-iothread": ("virtio", [
-        "-object", "iothread,id=iot0,poll-max-ns=0",
-        "-device", VBLK + ",iothread=iot0"],
-        "virtio-blk in an iothread, poll-max-ns=0"),
-    "virtio-blk-iothread-poll": ("virtio", [
-        "-object", "iothread,id=iot0,@POLL@",
-        "-device", VBLK + ",iothread=iot0"],
-        "virtio-blk in an iothread, polling (@POLL_NS@)"),
-}
+# name -> (kind, QEMU arguments, what it is), from the shared table; a
+# polling iothread's parameters are filled in per accelerator (@POLL@)
+BENCH_NAMES = ["nvme-mmio", "nvme-dbbuf", "nvme-ioeventfd", "nvme-irqfd",
+               "nvme-iothread", "nvme-iothread-irqfd", "nvme-iothread-poll",
+               "nvme-iothread-poll-irqfd", "virtio-blk", "virtio-blk-iothread",
+               "virtio-blk-iothread-poll"]
+CONFIGS = {n: ("nvme" if nvdp_configs.CONFIGS[n].kind == "nvme" else "virtio",
+               nvdp_configs.qemu_args(n, NVME if nvdp_configs.CONFIGS[n].kind
+                                      == "nvme" else VBLK, "@POLL@"),
+               nvdp_configs.CONFIGS[n].about) for n in BENCH_NAMES}
 DEFAULT_CONFIGS = list(CONFIGS)
 QUICK_CONFIGS = ["nvme-mmio", "nvme-dbbuf", "nvme-ioeventfd", "virtio-blk"]
 
@@ -110,9 +78,7 @@ JOB = r"""
 set -u
 dev=@DEV@
 kind=@KIND@
-n=0
-while [ ! -b /dev/$dev ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
-[ -b /dev/$dev ] || { echo "NVDP error no /dev/$dev"; exit 1; }
+nvdp_wait_disk $dev
 ios() { set -- $(cat /sys/block/$dev/stat); echo $(($1 + $5)); }
 irqs() {
 	awk -v p='@IRQ@' '$0 ~ p { for (i = 2; i <= NF; i++)
@@ -131,12 +97,8 @@ fi
 # "NVDP mark NAME qd=QD ...": the host samples QEMU, then answers
 # "ack NAME-QD"; the guest goes on only then.
 mark() {
-	echo "NVDP mark $* irqs=$(irqs) notifies=$(notifies) ios=$(ios)"
-	while read -t 120 -r a b; do
-		[ "$a $b" = "ack $1-$qd" ] && return 0
-	done
-	echo "NVDP error no ack for $1-$qd"
-	exit 1
+	nvdp_mark "$1-$qd" "$@" irqs=$(irqs) notifies=$(notifies) ios=$(ios) ||
+		exit 1
 }
 echo "NVDP info kernel=$(uname -r) fio=$(fio --version)"
 fio_run() { # fio_run NAME SECONDS ARGS...

@@ -40,6 +40,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nvdp_configs  # noqa: E402
+
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("NVME_DP_BUILD",
                        os.path.join(TOP, "build", "qemu-build"))
@@ -47,24 +50,22 @@ BENCH = os.path.join(BUILD, "tests", "qtest", "blk-bench")
 QEMU = os.environ.get("NVME_DP_QEMU",
                       os.path.join(BUILD, "qemu-system-x86_64"))
 
-NOPOLL = "-object iothread,id=io0,poll-max-ns=0"
 # As make bench under TCG: here a doorbell (a qtest round trip, tens of
 # microseconds) outlasts QEMU's default 32 us window, which then never
 # covers the host's next batch (one doorbell per batch at every depth).
-POLL = "-object iothread,id=io0,poll-max-ns=1000000,poll-shrink=2"
+POLL = "poll-max-ns=1000000,poll-shrink=2"
 
-# name: (device, -device options, extra QEMU arguments, blk-bench options)
-CONFIGS = {
-    "nvme": ("nvme", "ioeventfd=on", "", []),
-    "nvme-irqfd": ("nvme", "ioeventfd=on,irq-eventfd=on", "", []),
-    "nvme-iothread": ("nvme", "ioeventfd=on,iothread=io0", NOPOLL, []),
-    "nvme-iothread-irqfd": ("nvme", "ioeventfd=on,irq-eventfd=on,"
-                            "iothread=io0", NOPOLL, []),
-    "nvme-iothread-poll": ("nvme", "ioeventfd=on,iothread=io0", POLL, []),
-    "virtio-blk": ("virtio-blk", "", "", []),
-    "virtio-blk-iothread": ("virtio-blk", "iothread=io0", NOPOLL, []),
-    "virtio-blk-iothread-poll": ("virtio-blk", "iothread=io0", POLL, []),
-}
+# Configurations of the shared table that blk-bench drives (it sets up
+# Doorbell Buffer Config itself): name -> (device, -device options, extra
+# QEMU arguments, blk-bench options)
+NAMES = ["nvme-ioeventfd", "nvme-irqfd", "nvme-iothread", "nvme-iothread-irqfd",
+         "nvme-iothread-poll", "virtio-blk", "virtio-blk-iothread",
+         "virtio-blk-iothread-poll"]
+CONFIGS = {}
+for _n in NAMES:
+    _c = nvdp_configs.CONFIGS[_n]
+    _obj = nvdp_configs.iothread_object(_n, POLL)
+    CONFIGS[_n] = (_c.kind, _c.opts, "-object " + _obj if _obj else "", [])
 
 TMPFS = "/dev/shm"
 IMG_BLOCKS = 16384                      # 64 MiB of 4 KiB blocks
@@ -182,7 +183,8 @@ def record(config, backend, qd, r):
     c = r["commands"]
     cpu = r["thread_cpu"]
     main = sum(v for k, v in cpu.items() if k.startswith("qemu-system"))
-    io = sum(v for k, v in cpu.items() if k == "IO io0")
+    io = sum(v for k, v in cpu.items()
+             if k == "IO " + nvdp_configs.IOTHREAD_ID)
     other = max(0.0, sum(cpu.values()) - main - io)
     return {
         "config": config, "device": CONFIGS[config][0], "backend": backend,

@@ -9,11 +9,12 @@ installed on the host):
   initramfs.gz     busybox-static, fio and nvme-cli with the shared
                    libraries they need (resolved by the unpacked system's
                    own loader), the kernel modules the guest needs and
-                   their dependencies, and /init (guest/init.sh)
+                   their dependencies, /init (guest/init.sh) and the
+                   jobs' shell helpers, /lib/nvdp.sh (guest/lib.sh)
 
 The result is reproducible: files are sorted, owned by root and dated 0;
 build/guest/manifest.txt lists the package versions.  A second run with
-the same packages and the same init reuses the image.
+the same packages, init and helpers reuses the image.
 """
 
 import gzip
@@ -230,9 +231,10 @@ def build():
     user = closure(USER_PKGS)
     vers = versions(user + [kpkg])
     init = open(os.path.join(TOP, "guest", "init.sh"), "rb").read()
+    helpers = open(os.path.join(TOP, "guest", "lib.sh"), "rb").read()
 
     manifest = "".join("%s=%s\n" % kv for kv in sorted(vers.items()))
-    stamp = hashlib.sha256(manifest.encode() + init +
+    stamp = hashlib.sha256(manifest.encode() + init + helpers +
                            open(__file__, "rb").read()).hexdigest()
     stampf = os.path.join(OUT, "stamp")
     vmlinuz = os.path.join(OUT, "vmlinuz")
@@ -297,6 +299,7 @@ def build():
         data = open(h, "rb").read()
         items.append((g.strip("/"), 0o100755, data))
     items.append(("init", 0o100755, init))
+    items.append(("lib/nvdp.sh", 0o100644, helpers))
     items.append(("etc/kernel-version", 0o100644, (kver + "\n").encode()))
     items.sort(key=lambda e: e[0])
     tmp = initrd + ".tmp"

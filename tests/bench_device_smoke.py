@@ -49,7 +49,7 @@ def main():
     tmp2 = tempfile.mkdtemp(prefix="nvdp-bd-native-", dir=bd.BUILD)
     null = bd.BACKENDS["null"]
 
-    for config in ["nvme", "nvme-iothread", "nvme-iothread-poll",
+    for config in ["nvme-ioeventfd", "nvme-iothread", "nvme-iothread-poll",
                    "virtio-blk", "virtio-blk-iothread"]:
         name = "%s: 4000 blocks written and read back at depth 16" % config
         r = run(name, config, filedrive, 16, 4000, rw="verify")
@@ -67,7 +67,7 @@ def main():
         native = None
         print("# aio=native not checked: %s" % e)
     if native:
-        for config in ["nvme", "nvme-iothread"]:
+        for config in ["nvme-ioeventfd", "nvme-iothread"]:
             name = "%s, aio=native: 4000 blocks written and read back at " \
                    "depth 16" % config
             r = run(name, config, native, 16, 4000, rw="verify")
@@ -77,13 +77,13 @@ def main():
                      "errors %d, bad data %d" % (r["errors"], r["bad_data"]))
 
     name = "the read-back check finds wrong data (null-co reads zeros)"
-    r = run(name, "nvme", null, 4, 500, rw="verify")
+    r = run(name, "nvme-ioeventfd", null, 4, 500, rw="verify")
     if r:
         case(r["bad_data"] == 500, name, "bad data %d of 500" % r["bad_data"])
 
     name = "nvme, shadow doorbells, depth 1: 1 SQ doorbell per command, " \
            "no CQ doorbell"
-    r = run(name, "nvme", null, 1, 2000)
+    r = run(name, "nvme-ioeventfd", null, 1, 2000)
     if r:
         case(r["sq_doorbells"] == 2000 and r["cq_doorbells"] == 0, name,
              "sq %d, cq %d for 2000" % (r["sq_doorbells"],
@@ -120,7 +120,7 @@ def main():
     out = tempfile.mkdtemp(prefix="nvdp-bd-out-")
     env = dict(os.environ, BENCH_OUT=out, BENCH_COUNT="2000",
                BENCH_QD="1,16", BENCH_BACKENDS="null",
-               BENCH_CONFIGS="nvme,nvme-iothread-poll,virtio-blk")
+               BENCH_CONFIGS="nvme-ioeventfd,nvme-iothread-poll,virtio-blk")
     p = subprocess.run([os.path.join(TOP, "scripts", "bench_device.py")],
                        env=env, text=True, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE)

@@ -29,31 +29,21 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "scripts"))
+import nvdp_configs  # noqa: E402
 import nvdp_vm  # noqa: E402
 
 NVME = "nvme,id=nvme0,drive=d0,serial=nvdp-e2e"
-IOTHREAD = ["-object", "iothread,id=iot0,poll-max-ns=0"]
 # polling with a window that covers the TCG guest's submission gaps
-IOTHREAD_POLL = ["-object", "iothread,id=iot0,poll-max-ns=1000000,"
-                 "poll-shrink=2"]
-# name -> (-device nvme options, has Doorbell Buffer Config, other arguments)
-CONFIGS = {
-    "nvme-mmio": (NVME + ",dbcs=off,ioeventfd=off", False, []),
-    "nvme-dbbuf": (NVME + ",dbcs=on,ioeventfd=off", True, []),
-    "nvme-ioeventfd": (NVME + ",dbcs=on,ioeventfd=on", True, []),
-    "nvme-irqfd": (NVME + ",dbcs=on,ioeventfd=on,irq-eventfd=on", True, []),
-    "nvme-iothread": (NVME + ",dbcs=on,ioeventfd=on,iothread=iot0", True,
-                      IOTHREAD),
-    "nvme-iothread-mmio": (NVME + ",dbcs=off,ioeventfd=on,iothread=iot0",
-                           False, IOTHREAD_POLL),
-    "nvme-iothread-irqfd": (NVME + ",dbcs=on,ioeventfd=on,irq-eventfd=on,"
-                            "iothread=iot0", True, IOTHREAD),
-    "nvme-iothread-poll": (NVME + ",dbcs=on,ioeventfd=on,iothread=iot0",
-                           True, IOTHREAD_POLL),
-    "nvme-iothread-poll-irqfd": (NVME + ",dbcs=on,ioeventfd=on,"
-                                 "irq-eventfd=on,iothread=iot0", True,
-                                 IOTHREAD_POLL),
-}
+POLL = "poll-max-ns=1000000,poll-shrink=2"
+# The NVMe configurations of the shared table: name -> (-device nvme
+# options, has Doorbell Buffer Config, other arguments)
+NAMES = [n for n, c in nvdp_configs.CONFIGS.items() if c.kind == "nvme"]
+CONFIGS = {}
+for _n in NAMES:
+    _obj = nvdp_configs.iothread_object(_n, POLL)
+    CONFIGS[_n] = (nvdp_configs.device(_n, NVME),
+                   "dbcs=on" in nvdp_configs.CONFIGS[_n].opts,
+                   ["-object", _obj] if _obj else [])
 # the configurations that also get the stress and unplug boots
 STRESS_CONFIGS = ["nvme-iothread", "nvme-iothread-poll"]
 IMG_SIZE = 256 << 20
@@ -67,23 +57,15 @@ JOBS = [
     ("512b-qd32", "--bs=512 --iodepth=32 --offset=128M --size=2M"),
 ]
 
+# The guest's /lib/nvdp.sh (guest/lib.sh) has nvdp_wait_disk, nvdp_mark
+# and nvdp_fio_verify.
 JOB = r"""
 set -u
-dev=/dev/nvme0n1
-n=0
-while [ ! -b $dev ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
-[ -b $dev ] || { echo "NVDP error no $dev"; exit 1; }
+nvdp_wait_disk nvme0n1
 echo "NVDP oacs $(nvme id-ctrl /dev/nvme0 | awk '$1 == "oacs" { print $3 }')"
 run() {
 	name=$1; shift
-	fio --name=$name --filename=$dev --ioengine=libaio --direct=1 \
-		--rw=randwrite --verify=crc32c --verify_fatal=1 --randseed=4242 \
-		--eta=never @MODE@ "$@" > /tmp/$name.out 2>&1
-	rc=$?
-	bad=$(grep -c -i -E 'verify.*fail|bad magic|mismatch|bad header' \
-		/tmp/$name.out)
-	echo "NVDP fio $name rc=$rc bad=$bad"
-	[ $rc -eq 0 ] || sed 's/^/NVDP-out /' /tmp/$name.out | tail -n 20
+	nvdp_fio_verify $name nvme0n1 --randseed=4242 @MODE@ "$@"
 }
 @RUNS@
 """
@@ -93,33 +75,16 @@ run() {
 # answers "ack NAME" on the serial console: the guest goes on only then, so
 # nothing the host asks QEMU races with the guest powering off.
 HOSTDO = r"""
-hostdo() {
-	echo "NVDP mark $1"
-	while read -t 120 -r a b; do
-		[ "$a $b" = "ack $1" ] && return 0
-	done
-	echo "NVDP error no ack for $1"
-	return 1
-}
+hostdo() { nvdp_mark "$1" "$1"; }
 """
 
 STRESS_JOB = HOSTDO + r"""
 set -u
-dev=/dev/nvme0n1
 ctrl=/sys/class/nvme/nvme0
-n=0
-while [ ! -b $dev ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
-[ -b $dev ] || { echo "NVDP error no $dev"; exit 1; }
+nvdp_wait_disk nvme0n1
 vfio() {
 	name=$1; shift
-	fio --name=$name --filename=$dev --ioengine=libaio --direct=1 \
-		--rw=randwrite --verify=crc32c --verify_fatal=1 --eta=never \
-		--bs=4k --iodepth=16 "$@" > /tmp/$name.out 2>&1
-	rc=$?
-	bad=$(grep -c -i -E 'verify.*fail|bad magic|mismatch|bad header' \
-		/tmp/$name.out)
-	echo "NVDP fio $name rc=$rc bad=$bad"
-	[ $rc -eq 0 ] || sed 's/^/NVDP-out /' /tmp/$name.out | tail -n 20
+	nvdp_fio_verify $name nvme0n1 --bs=4k --iodepth=16 "$@"
 }
 settle() {
 	n=0
@@ -151,9 +116,7 @@ hostdo backup-done
 UNPLUG_JOB = HOSTDO + r"""
 set -u
 dev=/dev/nvme0n1
-n=0
-while [ ! -b $dev ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
-[ -b $dev ] || { echo "NVDP error no $dev"; exit 1; }
+nvdp_wait_disk nvme0n1
 fio --name=unplug --filename=$dev --ioengine=libaio --direct=1 \
 	--rw=randrw --bs=4k --iodepth=16 --time_based=1 --runtime=120 \
 	--eta=never > /tmp/unplug.out 2>&1 &

@@ -38,6 +38,7 @@ import tempfile
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "scripts"))
+import nvdp_configs  # noqa: E402
 import nvdp_vm  # noqa: E402
 
 SRC = os.path.join(TOP, "tests", "kvm-guest")
@@ -45,17 +46,16 @@ OUT = os.path.join(TOP, "build", "kvm-guest")
 ELF = os.path.join(OUT, "nvme-kvm-guest.elf")
 IOS = int(os.environ.get("KVM_GUEST_IOS", "200"))
 
-# name, -device nvme options, guest options, -object (an iothread)
-CASES = [
-    ("mmio", "ioeventfd=off", "", None),
-    ("dbbuf-ioeventfd", "ioeventfd=on", "dbbuf", None),
-    ("dbbuf-ioeventfd-irq-eventfd", "ioeventfd=on,irq-eventfd=on", "dbbuf",
-     None),
-    ("dbbuf-iothread", "ioeventfd=on,iothread=kg0", "dbbuf",
-     "iothread,id=kg0,poll-max-ns=0"),
-    ("dbbuf-iothread-poll", "ioeventfd=on,iothread=kg0", "dbbuf",
-     "iothread,id=kg0,poll-max-ns=1000000,poll-shrink=2"),
-]
+# The NVMe configurations of the shared table the test guest runs: name,
+# -device nvme options, guest options ("dbbuf": it sets up Doorbell Buffer
+# Config), -object (an iothread, polling with a window that covers the
+# guest's gaps under TCG)
+POLL = "poll-max-ns=1000000,poll-shrink=2"
+CASES = [(n, nvdp_configs.CONFIGS[n].opts,
+          "dbbuf" if "dbcs=on" in nvdp_configs.CONFIGS[n].opts else "",
+          nvdp_configs.iothread_object(n, POLL))
+         for n in ["nvme-mmio", "nvme-ioeventfd", "nvme-irqfd",
+                   "nvme-iothread", "nvme-iothread-poll"]]
 
 n = failed = 0
 
