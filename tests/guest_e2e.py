@@ -31,6 +31,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "scripts"))
 import nvdp_configs  # noqa: E402
 import nvdp_vm  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tap  # noqa: E402
 
 NVME = "nvme,id=nvme0,drive=d0,serial=nvdp-e2e"
 # polling with a window that covers the TCG guest's submission gaps
@@ -248,19 +250,6 @@ def unplug(tap, name, img, devopts, extra, logs):
              (name, got["fio"], alive, rc), why)
 
 
-class Tap:
-    def __init__(self):
-        self.n = 0
-        self.failed = 0
-
-    def case(self, ok, name, why=""):
-        self.n += 1
-        if not ok:
-            self.failed += 1
-        print("%s %d - %s%s" % ("ok" if ok else "not ok", self.n, name,
-                                "" if ok else "  # " + why), flush=True)
-
-
 def disk_args(img, devopts, extra):
     return list(extra) + [
         "-blockdev", "driver=file,node-name=f0,filename=%s" % img,
@@ -298,7 +287,6 @@ def main():
     names = names.split(",") if names else list(CONFIGS)
     logs = os.environ.get("E2E_LOGS", tempfile.gettempdir())
     os.makedirs(logs, exist_ok=True)
-    tap = Tap()
     for name in names:
         devopts, dbbuf, extra = CONFIGS[name]
         fd, img = tempfile.mkstemp(prefix="nvdp-e2e-", suffix=".raw")
@@ -344,8 +332,7 @@ def main():
                  ", ".join(bad), r["error"] or "see " + log)
     finally:
         os.unlink(img)
-    print("1..%d" % tap.n)
-    return 1 if tap.failed else 0
+    return tap.finish()
 
 
 if __name__ == "__main__":

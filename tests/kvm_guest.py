@@ -37,6 +37,8 @@ import sys
 import tempfile
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import case, finish  # noqa: E402
 sys.path.insert(0, os.path.join(TOP, "scripts"))
 import nvdp_configs  # noqa: E402
 import nvdp_vm  # noqa: E402
@@ -57,18 +59,6 @@ CASES = [(n, nvdp_configs.CONFIGS[n].opts,
          for n in ["nvme-mmio", "nvme-ioeventfd", "nvme-irqfd",
                    "nvme-iothread", "nvme-iothread-poll"]]
 
-n = failed = 0
-
-
-def case(ok, name, why="", skip=None):
-    global n, failed
-    n += 1
-    if skip:
-        print("ok %d - %s # SKIP %s" % (n, name, skip), flush=True)
-        return
-    failed += not ok
-    print("%s %d - %s%s" % ("ok" if ok else "not ok", n, name,
-                            "" if ok else "  # " + why), flush=True)
 
 
 TRACES = ("pci_nvme_irq_vector_read", "pci_nvme_irqfd_attach",
@@ -294,8 +284,7 @@ def main():
                      "interrupt does not reach the guest after unmasking")
     finally:
         os.unlink(img)
-    print("1..%d" % n)
-    return 1 if failed else 0
+    return finish()
 
 
 if __name__ == "__main__":
