@@ -136,7 +136,7 @@ class Sampler:
 
     def sample(self):
         s = {"t": time.monotonic()}
-        pid = self.g.proc.pid
+        pid = self.g.pid
         s["cpu_vcpu"] = s["cpu_iothread"] = s["cpu_main"] = 0
         s["cpu_total"] = 0
         for tid, comm, ns in nvdp_vm.thread_cpu_ns(pid):

@@ -1,16 +1,16 @@
 """Run the nvme-dataplane guest under QEMU: launch, QMP, serial protocol.
 
-The guest's /init (guest/init.sh) runs a shell job handed in through fw_cfg
-and writes lines starting with "NVDP " on the serial console.  A job asks
-the host to take a sample with "NVDP mark <name> key=value..." and waits
-for nothing: the host samples as soon as it reads the line.
+QEMU runs as a QEMUMachine of the pinned tree's own python/qemu (launch,
+QMP, events), its serial console on a socket.  The guest's /init
+(guest/init.sh) runs a shell job handed in through fw_cfg and writes lines
+starting with "NVDP " on the serial console; a job's nvdp_mark (guest/lib.sh)
+asks the host to act or sample and waits for its "ack" on the console.
 """
 
-import json
 import os
 import select
-import socket
-import subprocess
+import shutil
+import sys
 import tempfile
 import time
 
@@ -21,91 +21,87 @@ QEMU = os.environ.get("NVME_DP_QEMU", os.path.join(TOP, "build", "qemu-build",
 APPEND = "console=ttyS0 quiet tsc=reliable panic=-1 mitigations=off"
 
 
-class QMP:
-    def __init__(self, path, proc, timeout=30):
-        end = time.monotonic() + timeout
-        while True:
-            try:
-                self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                self.sock.connect(path)
-                break
-            except OSError:
-                self.sock.close()
-                if proc.poll() is not None:
-                    out = proc.stdout.read().decode("utf-8", "replace")
-                    raise RuntimeError("QEMU exited (%d): %s" %
-                                       (proc.returncode, out.strip()))
-                if time.monotonic() > end:
-                    raise
-                time.sleep(0.05)
-        self.buf = b""
-        self.events = []
-        self._read()                                # greeting
-        self.cmd("qmp_capabilities")
+def qemu_python(qemu=None):
+    """The python/ directory of the QEMU tree @qemu was built from (its
+    build directory's config-host.mak names it): the pinned tree's own
+    qemu.machine and qemu.qmp, whatever tree the binary comes from."""
+    mak = os.path.join(os.path.dirname(os.path.abspath(qemu or QEMU)),
+                       "config-host.mak")
+    with open(mak) as f:
+        for line in f:
+            if line.startswith("SRC_PATH="):
+                return os.path.join(line.split("=", 1)[1].strip(), "python")
+    raise RuntimeError("%s names no SRC_PATH" % mak)
 
-    def _line(self, timeout=None):
-        """The next line from QEMU, None if none came in @timeout seconds.
-        What QEMU sent before it exited can still be read."""
-        end = None if timeout is None else time.monotonic() + timeout
-        while b"\n" not in self.buf:
-            if end is not None:
-                left = end - time.monotonic()
-                r, _, _ = select.select([self.sock], [], [], max(left, 0))
-                if not r:
-                    return None
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise EOFError("QMP connection closed")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return line
 
-    def _read(self):
-        while True:
-            msg = json.loads(self._line())
-            if "event" not in msg:
-                return msg
-            self.events.append(msg)
+def machine(args, qemu=None, tmp=None):
+    """A QEMUMachine (python/qemu/machine of the pinned tree) for @qemu with
+    @args, its serial console on a socket; not launched yet."""
+    path = qemu_python(qemu)
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    from qemu.machine import QEMUMachine  # pylint: disable=import-error
+    vm = QEMUMachine(qemu or QEMU, args=args, name="nvdp",
+                     base_temp_dir=tmp or tempfile.gettempdir())
+    vm.set_console()
+    return vm
+
+
+def qmp_cmd(vm, name, **args):
+    """QMP command @name on @vm; RuntimeError when it fails or QEMU is gone."""
+    try:
+        return vm.cmd(name, args_dict=args)
+    except Exception as e:                   # qemu.qmp's errors, closed sockets
+        raise RuntimeError("QMP %s: %s" % (name, e)) from e
+
+
+class Qmp:
+    """The QMP side of a Guest: cmd() and wait_event()."""
+
+    def __init__(self, vm):
+        self.vm = vm
 
     def cmd(self, name, **args):
-        req = {"execute": name}
-        if args:
-            req["arguments"] = args
-        self.sock.sendall((json.dumps(req) + "\n").encode())
-        rsp = self._read()
-        if "error" in rsp:
-            raise RuntimeError("QMP %s: %s" % (name, rsp["error"]))
-        return rsp["return"]
+        return qmp_cmd(self.vm, name, **args)
 
     def wait_event(self, name, timeout, **data):
         """The first event @name whose data has @data, waiting up to
-        @timeout seconds for it; None if it did not come before that or
-        before QEMU closed the connection.  Only reads: QEMU may have
-        exited and its last events still be found."""
-        end = time.monotonic() + timeout
-        seen = 0
-        while True:
-            for ev in self.events[seen:]:
-                d = ev.get("data", {})
-                if ev["event"] == name and all(d.get(k) == v
-                                               for k, v in data.items()):
-                    return ev
-            seen = len(self.events)
-            try:
-                line = self._line(end - time.monotonic())
-            except (EOFError, OSError):
-                return None
-            if line is None:
-                return None
-            msg = json.loads(line)
-            if "event" in msg:
-                self.events.append(msg)
-
-    def close(self):
+        @timeout seconds; None if none came or QEMU went away."""
         try:
-            self.sock.close()
+            return self.vm.event_wait(name, timeout=timeout,
+                                      match={"data": data} if data else None)
+        except Exception:                    # the connection went away
+            return None
+
+
+def console_lines(sock, timeout, log=None):
+    """Lines of a serial console socket until QEMU closes it; raises
+    TimeoutError past @timeout seconds.  Each line is copied to @log."""
+    end = time.monotonic() + timeout
+    buf = b""
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("guest did not finish in %d s" % timeout)
+        r, _, _ = select.select([sock], [], [], min(left, 1.0))
+        if not r:
+            continue
+        try:
+            chunk = sock.recv(65536)
         except OSError:
-            pass
+            chunk = b""
+        if not chunk:
+            break
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            text = line.decode("utf-8", "replace").rstrip("\r")
+            if log:
+                log.write(text + "\n")
+                log.flush()
+            yield text
+    if buf and log:
+        log.write(buf.decode("utf-8", "replace"))
 
 
 def thread_cpu(pid):
@@ -145,96 +141,67 @@ def thread_cpu_ns(pid):
     return out
 
 
-def serial_lines(proc, timeout, log=None):
-    """Lines QEMU writes on stdout (-serial stdio) until it exits; raises
-    TimeoutError past @timeout seconds.  Each line is copied to @log."""
-    end = time.monotonic() + timeout
-    buf = b""
-    fd = proc.stdout.fileno()
-    while True:
-        left = end - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("guest did not finish in %d s" % timeout)
-        r, _, _ = select.select([fd], [], [], min(left, 1.0))
-        if not r:
-            continue
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        buf += chunk
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            text = line.decode("utf-8", "replace").rstrip("\r")
-            if log:
-                log.write(text + "\n")
-                log.flush()
-            yield text
-    if buf and log:
-        log.write(buf.decode("utf-8", "replace"))
-    proc.wait()
-
-
 class Guest:
-    """One boot of the guest with a job; yields serial lines as they come."""
+    """One boot of the guest with a job; yields serial lines as they come.
+    QEMU runs as a QEMUMachine of the pinned tree's python/qemu."""
 
     def __init__(self, job, devargs, accel="tcg", smp=1, mem=1024,
                  name="nvdp", log=None, extra=()):
         self.tmp = tempfile.mkdtemp(prefix="nvdp-")
-        self.qmp_path = os.path.join(self.tmp, "qmp.sock")
         jobf = os.path.join(self.tmp, "job.sh")
         with open(jobf, "w") as f:
             f.write(job)
         cpu = "host" if accel == "kvm" else "max"
         accel_opt = "kvm" if accel == "kvm" else "tcg,thread=multi"
-        self.argv = [QEMU, "-nodefaults", "-no-user-config",
+        self.args = ["-nodefaults", "-no-user-config",
                      "-name", name + ",debug-threads=on",
                      "-machine", "pc", "-accel", accel_opt, "-cpu", cpu,
                      "-smp", str(smp), "-m", str(mem),
                      "-kernel", os.path.join(GUEST, "vmlinuz"),
                      "-initrd", os.path.join(GUEST, "initramfs.gz"),
-                     "-append", APPEND, "-display", "none", "-no-reboot",
-                     "-serial", "stdio",
-                     "-qmp", "unix:%s,server=on,wait=off" % self.qmp_path,
+                     "-append", APPEND, "-no-reboot",
                      "-fw_cfg", "name=opt/nvdp/job,file=%s" % jobf]
-        self.argv += list(extra) + list(devargs)
+        self.args += list(extra) + list(devargs)
         self.log = open(log, "w") if log else None
-        self.proc = None
+        self.vm = None
         self.qmp = None
 
     def start(self):
         self.t0 = time.monotonic()
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT)
-        self.qmp = QMP(self.qmp_path, self.proc)
+        self.vm = machine(self.args, tmp=self.tmp)
+        self.vm.launch()
+        self.qmp = Qmp(self.vm)
         return self
+
+    @property
+    def pid(self):
+        return self.vm.get_pid()
+
+    @property
+    def returncode(self):
+        """QEMU's exit status once it exited by itself, else None."""
+        return self.vm.exitcode()
 
     def lines(self, timeout):
         """Serial lines until QEMU exits; raises TimeoutError past timeout."""
-        return serial_lines(self.proc, timeout, self.log)
+        yield from console_lines(self.vm.console_socket, timeout, self.log)
+        # the guest powered off: QEMU exits by itself
+        self.vm.wait(timeout=30)
 
     def ack(self, name):
-        """Answer the guest's "NVDP mark @name" (its hostdo waits for it):
-        a line on the serial console's input."""
-        self.proc.stdin.write(("ack %s\n" % name).encode())
-        self.proc.stdin.flush()
+        """Answer the guest's "NVDP mark @name" (its nvdp_mark waits for
+        it): a line on the serial console's input."""
+        self.vm.console_socket.sendall(("ack %s\n" % name).encode())
 
     def stop(self):
-        if self.proc and self.proc.stdin:
+        if self.vm:
             try:
-                self.proc.stdin.close()
-            except OSError:
+                self.vm.shutdown(hard=True)
+            except Exception:                # already gone
                 pass
-        if self.qmp:
-            self.qmp.close()
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
         if self.log:
             self.log.close()
-        for f in os.listdir(self.tmp):
-            os.unlink(os.path.join(self.tmp, f))
-        os.rmdir(self.tmp)
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def parse_mark(line):

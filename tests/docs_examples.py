@@ -4,22 +4,24 @@ Tuning") starts QEMU as it says.
 
 Takes the <qemu:arg value='...'/> of the rst's xml code block, puts a
 scratch image where the example names its file, starts QEMU with them
-(qtest accelerator, no guest) and asks it over QMP for the device, its
+(qtest accelerator, no guest, as a QEMUMachine of the pinned tree's
+python/qemu) and asks it over QMP for the device, its
 iothread and the iothread's poll-max-ns.  TAP on stdout.
 
     docs_examples.py [PATH/TO/nvme.rst]   (NVME_DP_QEMU: the emulator)
 """
 
-import json
 import os
 import re
-import subprocess
+import shutil
 import sys
 import tempfile
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import case, finish  # noqa: E402
+sys.path.insert(0, os.path.join(TOP, "scripts"))
+import nvdp_vm  # noqa: E402
 
 QEMU = os.environ.get("NVME_DP_QEMU", os.path.join(
     TOP, "build", "qemu-build", "qemu-system-x86_64"))
@@ -38,16 +40,12 @@ def xml_args(text):
     return []
 
 
-def qmp(proc, cmd, **args):
-    proc.stdin.write(json.dumps({"execute": cmd, "arguments": args}) + "\n")
-    proc.stdin.flush()
-    while True:
-        line = proc.stdout.readline()
-        if not line:
-            raise RuntimeError("QEMU exited")
-        msg = json.loads(line)
-        if "return" in msg or "error" in msg:
-            return msg
+def qmp(vm, cmd, **args):
+    """{"return": ...} or {"error": ...} of QMP @cmd on @vm."""
+    try:
+        return {"return": nvdp_vm.qmp_cmd(vm, cmd, **args)}
+    except RuntimeError as e:
+        return {"error": str(e)}
 
 
 def main():
@@ -81,47 +79,40 @@ def main():
     iot_id = re.search(r"(?:^|,)id=([^,]+)", iot).group(1)
     poll = re.search(r"poll-max-ns=(\d+)", iot)
 
-    proc = subprocess.Popen([QEMU, "-machine", "pc", "-accel", "qtest",
-                             "-display", "none", "-nodefaults",
-                             "-qmp", "stdio"] + args,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    vm = nvdp_vm.machine(["-machine", "pc", "-accel", "qtest",
+                          "-nodefaults"] + args, qemu=QEMU, tmp=tmp)
     try:
-        greeting = proc.stdout.readline()
         try:
-            started = "QMP" in greeting and \
-                "return" in qmp(proc, "qmp_capabilities") and \
-                "return" in qmp(proc, "query-status")
-        except (RuntimeError, ValueError):
-            started = False
-        case(started, "docs: QEMU starts with the example's arguments",
-             "" if started else proc.stderr.read().strip())
+            vm.launch()
+            started = "return" in qmp(vm, "query-status")
+            why = ""
+        except Exception as e:           # VMLaunchFailure: QEMU refused
+            started, why = False, str(e)
+        case(started, "docs: QEMU starts with the example's arguments", why)
         if started:
             path = "/machine/peripheral/%s" % dev_id
-            r = qmp(proc, "qom-get", path=path, property="iothread")
+            r = qmp(vm, "qom-get", path=path, property="iothread")
             case(r.get("return") == "/objects/%s" % iot_id,
                  "docs: the example's nvme device runs in its iothread",
                  str(r))
             for prop in ("ioeventfd", "irq-eventfd"):
                 if "%s=on" % prop in dev:
-                    r = qmp(proc, "qom-get", path=path, property=prop)
+                    r = qmp(vm, "qom-get", path=path, property=prop)
                     case(r.get("return") is True,
                          "docs: the example's device has %s=on" % prop,
                          str(r))
             if poll:
-                r = qmp(proc, "qom-get", path="/objects/%s" % iot_id,
+                r = qmp(vm, "qom-get", path="/objects/%s" % iot_id,
                         property="poll-max-ns")
                 case(r.get("return") == int(poll.group(1)),
                      "docs: the example's iothread polls for %s ns" %
                      poll.group(1), str(r))
-            qmp(proc, "quit")
-        proc.wait(timeout=30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.unlink(img)
-        os.rmdir(tmp)
+        try:
+            vm.shutdown()
+        except Exception:
+            pass
+        shutil.rmtree(tmp, ignore_errors=True)
     return finish()
 
 

@@ -154,7 +154,7 @@ def drive(g, timeout, on_line):
                 error = error or line
             else:
                 on_line(line)
-        return error, g.proc.returncode
+        return error, g.returncode
     except (TimeoutError, RuntimeError, EOFError, OSError) as e:
         return str(e), None
     finally:

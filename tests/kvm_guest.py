@@ -32,6 +32,7 @@ TAP on stdout.  Environment: NVME_DP_QEMU, KVM_GUEST_IOS.
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -82,11 +83,9 @@ def run(accel, devopts, append, img, timeout, obj=None):
 
     samples["trace"] holds trace_counts() of the run."""
     tmp = tempfile.mkdtemp(prefix="nvdp-kg-")
-    qmp_path = os.path.join(tmp, "qmp.sock")
     trace_path = os.path.join(tmp, "trace.log")
-    argv = [nvdp_vm.QEMU, "-nodefaults", "-no-user-config", "-machine", "pc",
-            "-accel", accel, "-display", "none", "-serial", "stdio",
-            "-qmp", "unix:%s,server=on,wait=off" % qmp_path,
+    argv = ["-nodefaults", "-no-user-config", "-machine", "pc",
+            "-accel", accel,
             "-kernel", ELF, "-append", "ios=%d sync %s" % (IOS, append),
             "-device", "isa-debug-exit,iobase=0xf4,iosize=0x04",
             "-blockdev", "driver=file,node-name=d0,filename=%s" % img,
@@ -96,42 +95,37 @@ def run(accel, devopts, append, img, timeout, obj=None):
         argv += ["-object", obj]
     for ev in TRACES:
         argv += ["-trace", ev]
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    vm = nvdp_vm.machine(argv, tmp=tmp)
     lines, samples = [], {}
-    qmp = None
     try:
-        qmp = nvdp_vm.QMP(qmp_path, proc)
-        for line in nvdp_vm.serial_lines(proc, timeout):
+        vm.launch()
+        for line in nvdp_vm.console_lines(vm.console_socket, timeout):
             line = line.strip()
             lines.append(line)
             if line.startswith("NVDP mark "):
                 name = line.split()[2]
-                samples[name] = {"sq_db": qmp.cmd(
-                    "qom-get", path="/machine/peripheral/nvme0",
+                samples[name] = {"sq_db": nvdp_vm.qmp_cmd(
+                    vm, "qom-get", path="/machine/peripheral/nvme0",
                     property="x-sq-doorbell-writes")}
                 if accel == "kvm":
-                    stats = qmp.cmd("query-stats", target="vcpu")
+                    stats = nvdp_vm.qmp_cmd(vm, "query-stats", target="vcpu")
                     samples[name].update({
                         k: sum(st["value"] for v in stats
                                for st in v["stats"] if st["name"] == k)
                         for k in ("exits", "mmio_exits")})
-                proc.stdin.write(b"g")
-                proc.stdin.flush()
-    except (OSError, RuntimeError, EOFError, TimeoutError) as e:
+                vm.console_socket.sendall(b"g")
+        vm.wait(timeout=30)
+    except Exception as e:           # launch, QMP, console: all reported
         lines.append("ERROR %s" % e)
     finally:
-        if qmp:
-            qmp.close()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        try:
+            vm.shutdown(hard=True)
+        except Exception:
+            pass
         if os.path.exists(trace_path):
             samples["trace"] = trace_counts(trace_path)
-        for f in os.listdir(tmp):
-            os.unlink(os.path.join(tmp, f))
-        os.rmdir(tmp)
-    return proc.returncode, lines, samples
+        shutil.rmtree(tmp, ignore_errors=True)
+    return vm.exitcode(), lines, samples
 
 
 def result(lines):
