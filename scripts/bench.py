@@ -153,9 +153,14 @@ class Sampler:
                                property="x-sq-doorbell-writes")
             s["cq_db"] = q.cmd("qom-get", path="/machine/peripheral/nvme0",
                                property="x-cq-doorbell-writes")
-            s["admin_db"] = q.cmd("qom-get",
-                                  path="/machine/peripheral/nvme0",
-                                  property="x-admin-doorbell-writes")
+            try:
+                s["admin_db"] = q.cmd("qom-get",
+                                      path="/machine/peripheral/nvme0",
+                                      property="x-admin-doorbell-writes")
+            except RuntimeError:
+                # a build from before the admin queue was counted apart
+                # (its x-sq/x-cq counts include the admin queue's)
+                s["admin_db"] = None
         if self.accel == "kvm":
             stats = self.g.qmp.cmd("query-stats", target="vcpu")
             for key in ("exits", "mmio_exits"):
@@ -307,7 +312,8 @@ def make_record(name, kind, accel, qd, opts, start, end, fio_text, boot):
     if kind == "nvme":
         raw["sq_doorbells"] = s1["sq_db"] - s0["sq_db"]
         raw["cq_doorbells"] = s1["cq_db"] - s0["cq_db"]
-        raw["admin_doorbells"] = s1["admin_db"] - s0["admin_db"]
+        raw["admin_doorbells"] = None if s1["admin_db"] is None else \
+            s1["admin_db"] - s0["admin_db"]
         rec["cq_doorbells_per_io"] = per(raw["cq_doorbells"])
     else:
         raw["sq_doorbells"] = int(g1["notifies"]) - int(g0["notifies"])
