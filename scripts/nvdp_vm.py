@@ -169,7 +169,10 @@ class Guest:
     def start(self):
         self.t0 = time.monotonic()
         self.vm = machine(self.args, tmp=self.tmp)
-        self.vm.launch()
+        try:
+            self.vm.launch()
+        except Exception as e:               # VMLaunchFailure: QEMU refused
+            raise RuntimeError("QEMU did not start: %s" % e) from e
         self.qmp = Qmp(self.vm)
         return self
 
@@ -185,8 +188,13 @@ class Guest:
     def lines(self, timeout):
         """Serial lines until QEMU exits; raises TimeoutError past timeout."""
         yield from console_lines(self.vm.console_socket, timeout, self.log)
-        # the guest powered off: QEMU exits by itself
-        self.vm.wait(timeout=30)
+        # the guest powered off: QEMU exits by itself.  QEMUMachine's own
+        # errors (it did not exit, it was killed) reach the callers as the
+        # RuntimeError they handle, not as an unexpected exception.
+        try:
+            self.vm.wait(timeout=30)
+        except Exception as e:
+            raise RuntimeError("QEMU did not exit cleanly: %s" % e) from e
 
     def ack(self, name):
         """Answer the guest's "NVDP mark @name" (its nvdp_mark waits for
