@@ -25,8 +25,11 @@ while [ $# -gt 0 ]; do
 done
 bdir=${bdir:-$top/build/qemu-build}
 targets=("$@")
+# The AioContext unit tests: the series changes util/aio-posix.c
+unit=(tests/unit/test-aio tests/unit/test-aio-multithread tests/unit/test-nested-aio-poll
+	tests/unit/test-aio-poll-io-uring)
 [ ${#targets[@]} -gt 0 ] || targets=(qemu-system-x86_64 tests/qtest/qos-test tests/qtest/nvme-io-test
-	tests/qtest/blk-bench)
+	tests/qtest/blk-bench "${unit[@]}")
 
 die() { echo "build: $*" >&2; exit 1; }
 [ -d "$tree" ] || die "no source tree at $tree: run 'make tree' first"
@@ -70,12 +73,15 @@ for d in /usr/share/qemu /usr/share/seabios /usr/lib/ipxe/qemu; do
 	ln -s "$d" "$l"
 done
 
-# Only build the qtest binaries that this tree has.
+# Only build the test binaries that this tree has (a unit test also needs
+# its line in build.ninja: test-aio-poll-io-uring is there with liburing).
 have=()
 for t in "${targets[@]}"; do
 	case $t in
 	tests/qtest/nvme-io-test) [ -f "$tree/tests/qtest/nvme-io-test.c" ] || continue ;;
 	tests/qtest/blk-bench) [ -f "$tree/tests/qtest/blk-bench.c" ] || continue ;;
+	tests/unit/*)
+		[ -f "$tree/$t.c" ] && grep -q "^build $t:" "$bdir/build.ninja" || continue ;;
 	esac
 	have+=("$t")
 done

@@ -36,6 +36,11 @@ if [ ${#only[@]} -eq 0 ]; then
 	run nvme-qos "$bdir/tests/qtest/qos-test" \
 		-p $qos/oob-cmb-access -p $qos/pmr-test-access -p $qos/reg-read
 	[ -x "$bdir/tests/qtest/nvme-io-test" ] && run nvme-io "$bdir/tests/qtest/nvme-io-test"
+	# The AioContext unit tests that build.sh built (the series changes
+	# util/aio-posix.c); their results count with the qtests'.
+	for t in test-aio test-aio-multithread test-nested-aio-poll test-aio-poll-io-uring; do
+		[ -x "$bdir/tests/unit/$t" ] && run "unit-$t" "$bdir/tests/unit/$t"
+	done
 else
 	run nvme-io "$bdir/tests/qtest/nvme-io-test" "${only[@]}"
 fi
