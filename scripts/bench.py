@@ -2,7 +2,10 @@
 """make bench: fio in a Linux guest, emulated NVMe against virtio-blk.
 
 For each configuration, one boot of the guest runs fio (randread, 4k,
-libaio, direct) at each queue depth against a null-co disk: first a
+libaio, direct) at each queue depth against a null-co disk (the "-file"
+configurations: a 1 GiB raw image written in full, in BENCH_FILE_DIR,
+default build/bench-img/, read with aio=io_uring and O_DIRECT where the
+filesystem has it; on tmpfs, through the page cache): first a
 warm-up run (BENCH_RAMP seconds, not measured), then the measured run
 (BENCH_RUNTIME seconds, no ramp inside it).  Around the measured run the
 guest prints a mark and waits for the host's answer; on each mark the
@@ -36,7 +39,8 @@ Environment: BENCH_CONFIGS (comma list), BENCH_QD (comma list),
 BENCH_RUNTIME (s, measured), BENCH_RAMP (s, the warm-up run before the
 window), BENCH_JOBS (numjobs), BENCH_SMP
 (vCPUs), BENCH_REPEAT (runs of everything; the table shows medians,
-results.json's "summary" min, median and max), BENCH_QUICK=1 (a short
+results.json's "summary" min, median and max), BENCH_FILE_DIR (where
+the "-file" configurations' image goes), BENCH_QUICK=1 (a short
 run for CI), BENCH_ACCEL (kvm|tcg, to override the probe), BENCH_OUT
 (results directory).
 """
@@ -66,7 +70,15 @@ VBLK = "virtio-blk-pci,id=vblk0,drive=d0"
 BENCH_NAMES = ["nvme-mmio", "nvme-dbbuf", "nvme-ioeventfd", "nvme-irqfd",
                "nvme-iothread", "nvme-iothread-irqfd", "nvme-iothread-poll",
                "nvme-iothread-poll-irqfd", "virtio-blk", "virtio-blk-iothread",
-               "virtio-blk-iothread-poll"]
+               "virtio-blk-iothread-poll", "nvme-iothread-poll-file",
+               "virtio-blk-iothread-poll-file"]
+
+# The raw image of the "file" configurations: written in full (a read of
+# a hole or an unwritten extent never reaches the disk), on the build disk
+# unless BENCH_FILE_DIR says otherwise, O_DIRECT where its filesystem has it
+FILE_DIR = os.environ.get("BENCH_FILE_DIR",
+                          os.path.join(nvdp_vm.TOP, "build", "bench-img"))
+FILE_SIZE = 1 << 30
 CONFIGS = {n: ("nvme" if nvdp_configs.CONFIGS[n].kind == "nvme" else "virtio",
                nvdp_configs.qemu_args(n, NVME if nvdp_configs.CONFIGS[n].kind
                                       == "nvme" else VBLK, "@POLL@"),
@@ -240,8 +252,34 @@ def describe(name, accel):
     return CONFIGS[name][2].replace("@POLL_NS@", poll_opts(accel))
 
 
+def file_image():
+    """The path of the "file" configurations' image, FILE_SIZE bytes of
+    data, written once and reused."""
+    img = os.path.join(FILE_DIR, "bench.raw")
+    if os.path.exists(img) and os.path.getsize(img) == FILE_SIZE:
+        return img
+    say("bench: writing %d MiB to %s" % (FILE_SIZE >> 20, img))
+    os.makedirs(FILE_DIR, exist_ok=True)
+    chunk = bytes(range(256)) * 4096
+    with open(img + ".tmp", "wb") as f:
+        for _ in range(FILE_SIZE // len(chunk)):
+            f.write(chunk)
+        f.flush()
+        os.fsync(f.fileno())
+    os.rename(img + ".tmp", img)
+    return img
+
+
+def backend_args(name):
+    """-blockdev arguments of node d0 for @name."""
+    if nvdp_configs.CONFIGS[name].backend == "file":
+        return nvdp_configs.file_blockdev(file_image())
+    return BACKEND
+
+
 def run_config(name, accel, qds, opts, outdir, progress):
     kind, devargs, _ = CONFIGS[name]
+    backend = backend_args(name)
     devargs = [a.replace("@POLL@", poll_opts(accel)) for a in devargs]
     job = JOB
     for k, v in {"@DEV@": "nvme0n1" if kind == "nvme" else "vda",
@@ -252,7 +290,7 @@ def run_config(name, accel, qds, opts, outdir, progress):
                  "@RUNTIME@": str(opts["runtime"]),
                  "@RAMP@": str(opts["ramp"])}.items():
         job = job.replace(k, v)
-    g = nvdp_vm.Guest(job, BACKEND + devargs, accel=accel, smp=opts["smp"],
+    g = nvdp_vm.Guest(job, backend + devargs, accel=accel, smp=opts["smp"],
                       log=os.path.join(outdir, "%s.console.log" % name))
     sampler = Sampler(g, kind, accel)
     records, marks, boot, info = [], {}, None, {}
@@ -282,6 +320,7 @@ def run_config(name, accel, qds, opts, outdir, progress):
                                   marks[("start", qd)], marks[("end", qd)],
                                   text, boot)
                 rec["device_args"] = " ".join(devargs)
+                rec["backend_args"] = " ".join(backend)
                 rec["poll"] = poll_opts(accel) if "@POLL@" in \
                     " ".join(CONFIGS[name][1]) else None
                 rec["guest_kernel"] = info.get("kernel")
@@ -370,7 +409,7 @@ def summarize(records):
 
 
 def table(records):
-    cols = [("config", "config", "%-25s"), ("qd", "qd", "%4d"),
+    cols = [("config", "config", "%-29s"), ("qd", "qd", "%4d"),
             ("IOPS", "iops", "%9.0f"), ("lat50us", "lat_p50_us", "%7.1f"),
             ("lat99us", "lat_p99_us", "%7.1f"),
             ("sqdb/IO", "sq_doorbells_per_io", "%7.3f"),

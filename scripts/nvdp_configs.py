@@ -8,11 +8,21 @@ poll parameters of a polling iothread.
 """
 
 import collections
+import os
 
 # kind: "nvme" or "virtio-blk"; opts: -device options beyond drive, id and
 # serial; iothread: None, "nopoll" (poll-max-ns=0) or "poll" (the tool's
-# poll parameters); about: what it is, for tables and help.
-Config = collections.namedtuple("Config", "kind opts iothread about")
+# poll parameters); about: what it is, for tables and help; backend: None
+# (the tool's own disk: null-co in the benchmark, a raw image file in the
+# guest tests) or "file" (a raw image file read through the host's I/O
+# path with aio=FILE_AIO, O_DIRECT where its filesystem has it:
+# file_blockdev()).
+Config = collections.namedtuple("Config", "kind opts iothread about backend",
+                                defaults=(None,))
+
+# How a "file" backend's requests reach the host: io_uring, which QEMU 10.2
+# submits through the iothread's own fd monitor (aio_add_sqe()).
+FILE_AIO = "io_uring"
 
 IOTHREAD_ID = "iot0"
 _IOT = ",iothread=" + IOTHREAD_ID
@@ -46,6 +56,10 @@ CONFIGS = {
                                        "irq-eventfd=on" + _IOT, "poll",
                                        "as nvme-iothread-poll, with "
                                        "irq-eventfd=on (@POLL_NS@)"),
+    "nvme-iothread-poll-file": Config("nvme", "dbcs=on,ioeventfd=on" + _IOT,
+                                      "poll", "as nvme-iothread-poll, on a "
+                                      "raw image file (aio=io_uring)",
+                                      "file"),
     "virtio-blk": Config("virtio-blk", "", None, "virtio-blk, its defaults"),
     "virtio-blk-iothread": Config("virtio-blk", "iothread=" + IOTHREAD_ID,
                                   "nopoll", "virtio-blk in an iothread, "
@@ -54,6 +68,11 @@ CONFIGS = {
                                        "iothread=" + IOTHREAD_ID, "poll",
                                        "virtio-blk in an iothread, polling "
                                        "(@POLL_NS@)"),
+    "virtio-blk-iothread-poll-file": Config("virtio-blk",
+                                            "iothread=" + IOTHREAD_ID, "poll",
+                                            "as virtio-blk-iothread-poll, on "
+                                            "a raw image file (aio=io_uring)",
+                                            "file"),
 }
 
 
@@ -77,3 +96,22 @@ def qemu_args(name, base, poll):
     """-object (if any) and -device arguments of @name, as a list."""
     obj = iothread_object(name, poll)
     return (["-object", obj] if obj else []) + ["-device", device(name, base)]
+
+
+def o_direct_works(path):
+    """Whether @path (an existing file) can be opened with O_DIRECT (not
+    on tmpfs, for one)."""
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_DIRECT))
+        return True
+    except OSError:
+        return False
+
+
+def file_blockdev(img, aio=FILE_AIO):
+    """-blockdev arguments of node d0: the raw image @img, read with @aio,
+    cache.direct=on where @img's filesystem supports O_DIRECT."""
+    direct = "on" if o_direct_works(img) else "off"
+    return ["-blockdev", "driver=file,node-name=f0,filename=%s,aio=%s,"
+            "cache.direct=%s" % (img, aio, direct),
+            "-blockdev", "driver=raw,node-name=d0,file=f0"]

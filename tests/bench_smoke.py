@@ -32,7 +32,8 @@ def main():
     out = tempfile.mkdtemp(prefix="nvdp-bench-")
     env = dict(os.environ, BENCH_QUICK="1", BENCH_OUT=out, BENCH_RUNTIME="2",
                BENCH_RAMP="1",
-               BENCH_CONFIGS="nvme-mmio,nvme-dbbuf,nvme-ioeventfd,virtio-blk")
+               BENCH_CONFIGS="nvme-mmio,nvme-dbbuf,nvme-ioeventfd,virtio-blk,"
+               "nvme-iothread-poll-file")
     p = subprocess.run([os.path.join(TOP, "scripts", "bench.py")], env=env,
                        text=True, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT)
@@ -105,6 +106,12 @@ def main():
     case(vrec.get("sq_doorbells_per_io") == vblk and
          vrec.get("cq_doorbells_per_io") is None,
          "bench: virtio-blk's notifications are its SQ-side doorbells")
+    frec = by.get(("nvme-iothread-poll-file", 16), {})
+    fargs = frec.get("backend_args", "")
+    case("driver=file," in fargs and ",aio=io_uring," in fargs and
+         frec.get("window_ios", 0) > 0,
+         "bench: nvme-iothread-poll-file reads a raw image with "
+         "aio=io_uring", "backend_args: %r" % fargs)
     shutil.rmtree(out, ignore_errors=True)
     return finish()
 

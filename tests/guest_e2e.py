@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """End-to-end tests in the Linux guest, one TAP line per case.
 
-For every NVMe configuration of the benchmark, on a file-backed raw image:
+For every NVMe configuration of the benchmark, on a file-backed raw image
+(read with the file driver's default aio=threads; nvme-iothread-poll-file
+with aio=io_uring and O_DIRECT where the filesystem has it):
 boot 1 checks that nvme id-ctrl reports Doorbell Buffer Config (OACS bit 8)
 exactly when the configuration has it, then fio writes and verifies
 (crc32c) with several block sizes at random offsets, at iodepth 1 and 32;
@@ -38,14 +40,15 @@ NVME = "nvme,id=nvme0,drive=d0,serial=nvdp-e2e"
 # polling with a window that covers the TCG guest's submission gaps
 POLL = "poll-max-ns=1000000,poll-shrink=2"
 # The NVMe configurations of the shared table: name -> (-device nvme
-# options, has Doorbell Buffer Config, other arguments)
+# options, has Doorbell Buffer Config, other arguments, backend)
 NAMES = [n for n, c in nvdp_configs.CONFIGS.items() if c.kind == "nvme"]
 CONFIGS = {}
 for _n in NAMES:
     _obj = nvdp_configs.iothread_object(_n, POLL)
     CONFIGS[_n] = (nvdp_configs.device(_n, NVME),
                    "dbcs=on" in nvdp_configs.CONFIGS[_n].opts,
-                   ["-object", _obj] if _obj else [])
+                   ["-object", _obj] if _obj else [],
+                   nvdp_configs.CONFIGS[_n].backend)
 # the configurations that also get the stress and unplug boots
 STRESS_CONFIGS = ["nvme-iothread", "nvme-iothread-poll"]
 IMG_SIZE = 256 << 20
@@ -250,18 +253,22 @@ def unplug(tap, name, img, devopts, extra, logs):
              (name, got["fio"], alive, rc), why)
 
 
-def disk_args(img, devopts, extra):
-    return list(extra) + [
-        "-blockdev", "driver=file,node-name=f0,filename=%s" % img,
-        "-blockdev", "driver=raw,node-name=d0,file=f0",
-        "-device", devopts]
+def disk_args(img, devopts, extra, backend=None):
+    """A "file" @backend reads @img with aio=io_uring (and O_DIRECT where
+    it can), the others with the file driver's defaults (aio=threads)."""
+    if backend == "file":
+        disk = nvdp_configs.file_blockdev(img)
+    else:
+        disk = ["-blockdev", "driver=file,node-name=f0,filename=%s" % img,
+                "-blockdev", "driver=raw,node-name=d0,file=f0"]
+    return list(extra) + disk + ["-device", devopts]
 
 
-def boot(img, devopts, extra, verify_only, log):
+def boot(img, devopts, extra, verify_only, log, backend=None):
     runs = "\n".join("run %s %s" % (name, args) for name, args in JOBS)
     job = JOB.replace("@RUNS@", runs).replace(
         "@MODE@", "--verify_only=1" if verify_only else "--do_verify=1")
-    devargs = disk_args(img, devopts, extra)
+    devargs = disk_args(img, devopts, extra, backend)
     g = nvdp_vm.Guest(job, devargs, log=log)
     out = {"oacs": None, "fio": {}, "error": None}
     try:
@@ -288,7 +295,7 @@ def main():
     logs = os.environ.get("E2E_LOGS", tempfile.gettempdir())
     os.makedirs(logs, exist_ok=True)
     for name in names:
-        devopts, dbbuf, extra = CONFIGS[name]
+        devopts, dbbuf, extra, backend = CONFIGS[name]
         fd, img = tempfile.mkstemp(prefix="nvdp-e2e-", suffix=".raw")
         os.ftruncate(fd, IMG_SIZE)
         os.close(fd)
@@ -296,7 +303,7 @@ def main():
             for phase, verify_only in (("write+verify", False),
                                        ("reverify-after-reboot", True)):
                 log = os.path.join(logs, "e2e-%s-%s.log" % (name, phase))
-                r = boot(img, devopts, extra, verify_only, log)
+                r = boot(img, devopts, extra, verify_only, log, backend)
                 if phase == "write+verify":
                     oacs = r["oacs"]
                     ok = oacs is not None and \
