@@ -551,6 +551,9 @@ def main():
             "poll_shrink": int(poll_shrink(accel)),
             "qemu": nvdp_vm.QEMU, "qemu_version": qemu_version(),
             "series": series_id(), "host": host_info(),
+            "series_note": "the patches/ of this checkout; the QEMU binary "
+            "came from NVME_DP_QEMU and may hold another series"
+            if os.environ.get("NVME_DP_QEMU") else None,
             "guest_cpu": "host" if accel == "kvm" else "max",
             "guest_kernel": sorted({r.get("guest_kernel") for r in records
                                     if r.get("guest_kernel")}),
