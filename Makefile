@@ -41,9 +41,7 @@ check: deps
 
 check-asan: tree
 	@scripts/build.sh --asan --builddir build/asan-build \
-		qemu-system-x86_64 tests/qtest/qos-test tests/qtest/nvme-io-test \
-		tests/unit/test-aio tests/unit/test-aio-multithread \
-		tests/unit/test-nested-aio-poll tests/unit/test-aio-poll-io-uring
+		qemu-system-x86_64 tests/qtest/qos-test tests/qtest/nvme-io-test unit
 	@scripts/qtest.sh --builddir build/asan-build --logs build/asan-logs --check
 
 fuzz: tree

@@ -2,7 +2,7 @@
 # Configure (once, or when the options change) and build qemu-system-x86_64
 # and the qtest binaries the project's tests run.  Incremental.
 #   build.sh [--tree DIR] [--builddir DIR] [--asan | --fuzz | --valgrind]
-#            [ninja targets...]
+#            [ninja targets...]   ("unit": the unit tests of unit_tests.sh)
 # --fuzz: clang with libFuzzer, AddressSanitizer and UBSan (qemu-fuzz-x86_64).
 # --valgrind: without io_uring, which valgrind 3.19 cannot run QEMU with (a
 # thread blocked in io_uring_enter keeps valgrind's lock).
@@ -25,11 +25,19 @@ while [ $# -gt 0 ]; do
 done
 bdir=${bdir:-$top/build/qemu-build}
 targets=("$@")
-# The AioContext unit tests: the series changes util/aio-posix.c
-unit=(tests/unit/test-aio tests/unit/test-aio-multithread tests/unit/test-nested-aio-poll
-	tests/unit/test-aio-poll-io-uring)
 [ ${#targets[@]} -gt 0 ] || targets=(qemu-system-x86_64 tests/qtest/qos-test tests/qtest/nvme-io-test
-	tests/qtest/blk-bench "${unit[@]}")
+	tests/qtest/blk-bench unit)
+# "unit": the AioContext unit tests of scripts/unit_tests.sh
+. "$top/scripts/unit_tests.sh"
+expanded=()
+for t in "${targets[@]}"; do
+	if [ "$t" = unit ]; then
+		expanded+=("${NVDP_UNIT_TESTS[@]/#/tests/unit/}")
+	else
+		expanded+=("$t")
+	fi
+done
+targets=("${expanded[@]}")
 
 die() { echo "build: $*" >&2; exit 1; }
 [ -d "$tree" ] || die "no source tree at $tree: run 'make tree' first"
