@@ -42,7 +42,10 @@ window), BENCH_JOBS (numjobs), BENCH_SMP
 results.json's "summary" min, median and max), BENCH_FILE_DIR (where
 the "-file" configurations' image goes), BENCH_QUICK=1 (a short
 run for CI), BENCH_ACCEL (kvm|tcg, to override the probe), BENCH_OUT
-(results directory).
+(results directory), BENCH_FILE_AIO (io_uring, native or threads: the
+"-file" configurations' aio= mode), BENCH_IDLE (s: after the last run,
+the guest does no I/O for this long and the host measures the device's
+threads over it: results.json's "idle", the last table).
 """
 
 import datetime
@@ -79,6 +82,9 @@ BENCH_NAMES = ["nvme-mmio", "nvme-dbbuf", "nvme-ioeventfd", "nvme-irqfd",
 FILE_DIR = os.environ.get("BENCH_FILE_DIR",
                           os.path.join(nvdp_vm.TOP, "build", "bench-img"))
 FILE_SIZE = 1 << 30
+# ... and how QEMU reads it: io_uring (the default), native (Linux AIO,
+# which needs O_DIRECT) or threads (the thread pool)
+FILE_AIO = os.environ.get("BENCH_FILE_AIO", nvdp_configs.FILE_AIO)
 CONFIGS = {n: ("nvme" if nvdp_configs.CONFIGS[n].kind == "nvme" else "virtio",
                nvdp_configs.qemu_args(n, NVME if nvdp_configs.CONFIGS[n].kind
                                       == "nvme" else VBLK, "@POLL@"),
@@ -130,6 +136,13 @@ for qd in @QDS@; do
 	mark end qd=$qd rc=$rc
 	echo "NVDP fio-json qd=$qd $(tr -d '\n' < /tmp/fio.json)"
 done
+# The idle window: no I/O for @IDLE@ s after the last run; the host
+# measures what the device's threads spend meanwhile.
+qd=idle
+mark idle-start qd=$qd
+sleep @IDLE@
+mark idle-end qd=$qd
+echo "NVDP idle-done"
 """
 
 
@@ -273,7 +286,11 @@ def file_image():
 def backend_args(name):
     """-blockdev arguments of node d0 for @name."""
     if nvdp_configs.CONFIGS[name].backend == "file":
-        return nvdp_configs.file_blockdev(file_image())
+        img = file_image()
+        if FILE_AIO == "native" and not nvdp_configs.o_direct_works(img):
+            sys.exit("bench: BENCH_FILE_AIO=native needs O_DIRECT, which "
+                     "%s's filesystem does not have" % img)
+        return nvdp_configs.file_blockdev(img, aio=FILE_AIO)
     return BACKEND
 
 
@@ -288,13 +305,15 @@ def run_config(name, accel, qds, opts, outdir, progress):
                  "@QDS@": " ".join(str(q) for q in qds),
                  "@JOBS@": str(opts["jobs"]),
                  "@RUNTIME@": str(opts["runtime"]),
-                 "@RAMP@": str(opts["ramp"])}.items():
+                 "@RAMP@": str(opts["ramp"]),
+                 "@IDLE@": str(opts["idle"])}.items():
         job = job.replace(k, v)
     g = nvdp_vm.Guest(job, backend + devargs, accel=accel, smp=opts["smp"],
                       log=os.path.join(outdir, "%s.console.log" % name))
     sampler = Sampler(g, kind, accel)
-    records, marks, boot, info = [], {}, None, {}
-    budget = 120 + len(qds) * (opts["runtime"] + opts["ramp"] + 60)
+    records, marks, boot, info, idle = [], {}, None, {}, None
+    budget = 120 + opts["idle"] + len(qds) * (opts["runtime"] +
+                                              opts["ramp"] + 60)
     try:
         g.start()
         for line in g.lines(budget):
@@ -313,6 +332,10 @@ def run_config(name, accel, qds, opts, outdir, progress):
                 g.ack("%s-%s" % (what, kv["qd"]))
                 if what == "start":
                     progress(name, kv["qd"])
+                elif what == "idle-end":
+                    idle = make_idle(name, kind, marks[("idle-start",
+                                                        "idle")][0],
+                                     marks[("idle-end", "idle")][0])
             elif line.startswith("NVDP fio-json"):
                 qd = line.split()[2].split("=")[1]
                 text = line.split(" ", 3)[3]
@@ -327,7 +350,36 @@ def run_config(name, accel, qds, opts, outdir, progress):
                 records.append(rec)
     finally:
         g.stop()
-    return records
+    if idle is None:
+        raise RuntimeError("%s: the guest never reached its idle window" %
+                           name)
+    idle["backend_args"] = " ".join(backend)
+    return records, idle
+
+
+def make_idle(name, kind, s0, s1):
+    """What the device's threads cost with no I/O: CPU time over the idle
+    window, as a percentage of one core, and the doorbells in it."""
+    window = s1["t"] - s0["t"]
+    pct = lambda k: round((s1[k] - s0[k]) / (window * 1e9) * 100, 3)  # noqa
+    rec = {"config": name, "window_s": round(window, 3),
+           "iothread_pct": pct("cpu_iothread"), "main_pct": pct("cpu_main"),
+           "vcpu_pct": pct("cpu_vcpu"), "total_pct": pct("cpu_total"),
+           "iothread_ns": s1["cpu_iothread"] - s0["cpu_iothread"]}
+    if kind == "nvme":
+        rec["sq_doorbells"] = s1["sq_db"] - s0["sq_db"]
+    return rec
+
+
+def idle_table(idles):
+    out = ["%-29s  %4s  %10s  %12s  %8s  %8s" % (
+        "idle (no I/O)", "run", "window s", "iothread us", "iothr %",
+        "main %")]
+    for r in idles:
+        out.append("%-29s  %4s  %10.2f  %12.1f  %8.3f  %8.3f" % (
+            r["config"], r.get("run", 1), r["window_s"],
+            r["iothread_ns"] / 1e3, r["iothread_pct"], r["main_pct"]))
+    return "\n".join(out)
 
 
 def make_record(name, kind, accel, qd, opts, start, end, fio_text, boot):
@@ -483,6 +535,9 @@ def main():
     quick = os.environ.get("BENCH_QUICK") == "1"
     configs = env_list("BENCH_CONFIGS",
                        QUICK_CONFIGS if quick else DEFAULT_CONFIGS)
+    if FILE_AIO not in ("io_uring", "native", "threads"):
+        sys.exit("bench: BENCH_FILE_AIO=%s: io_uring, native or threads" %
+                 FILE_AIO)
     for c in configs:
         if c not in CONFIGS:
             sys.exit("bench: unknown config %s (known: %s)" %
@@ -494,7 +549,8 @@ def main():
                                           "3" if quick else "10")),
             "ramp": int(os.environ.get("BENCH_RAMP", "1" if quick else "2")),
             "jobs": int(os.environ.get("BENCH_JOBS", "1")),
-            "smp": int(os.environ.get("BENCH_SMP", "1"))}
+            "smp": int(os.environ.get("BENCH_SMP", "1")),
+            "idle": int(os.environ.get("BENCH_IDLE", "2"))}
 
     accel = os.environ.get("BENCH_ACCEL")
     if accel:
@@ -532,15 +588,18 @@ def main():
             done[0], total, name, qd,
             "  (about %d min left)" % round(left / 60) if left else ""))
 
-    records = []
+    records, idles = [], []
     for run in range(repeat):
         for c in configs:
             say("bench: %s: %s%s" % (c, describe(c, accel),
                                       " (run %d of %d)" % (run + 1, repeat)
                                       if repeat > 1 else ""))
-            for r in run_config(c, accel, qds, opts, outdir, progress):
+            recs, idle = run_config(c, accel, qds, opts, outdir, progress)
+            for r in recs:
                 r["run"] = run + 1
                 records.append(r)
+            idle["run"] = run + 1
+            idles.append(idle)
     summary = summarize(records)
 
     meta = {"date": stamp, "accel": accel, "accel_reason": why,
@@ -549,6 +608,7 @@ def main():
             "configs": {c: describe(c, accel) for c in configs},
             "poll_max_ns": int(poll_ns(accel)),
             "poll_shrink": int(poll_shrink(accel)),
+            "file_aio": FILE_AIO,
             "qemu": nvdp_vm.QEMU, "qemu_version": qemu_version(),
             "series": series_id(), "host": host_info(),
             "series_note": "the patches/ of this checkout; the QEMU binary "
@@ -564,8 +624,8 @@ def main():
                 "%s=%s" % (k, os.environ[k]) for k in sorted(os.environ)
                 if k.startswith("BENCH_"))}
     with open(os.path.join(outdir, "results.json"), "w") as f:
-        json.dump({"meta": meta, "records": records, "summary": summary},
-                  f, indent=1)
+        json.dump({"meta": meta, "records": records, "summary": summary,
+                   "idle": idles}, f, indent=1)
     rows = records if repeat == 1 else [
         dict((k, v["median"] if isinstance(v, dict) else v)
              for k, v in r.items()) for r in summary]
@@ -574,6 +634,7 @@ def main():
     if repeat > 1:
         text += "\n(medians of %d runs; min and max in results.json " \
                 "\"summary\")" % repeat
+    text += "\n\n" + idle_table(idles)
     with open(os.path.join(outdir, "table.txt"), "w") as f:
         f.write(text + "\n")
     latest = os.path.join(base, "latest")

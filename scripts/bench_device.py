@@ -20,7 +20,7 @@ per command of QEMU's threads (main loop, iothread, other) for
 BENCH_VG_COUNT commands (default 2000) under callgrind, collected only
 between blk-bench's start and end marks.  It runs a second build,
 build/valgrind-build (scripts/build.sh --valgrind: no io_uring, which
-valgrind 3.19 cannot run QEMU with), so the file-io_uring backend has no
+valgrind 3.19 cannot run QEMU with), so the io_uring backends have no
 such figure; it takes about 10 s a record.  BENCH_VG_KEEP=DIR keeps the
 callgrind dumps in DIR/CONFIG-QD/ for callgrind_annotate.
 
@@ -74,7 +74,10 @@ BACKENDS = {
     "null": "driver=null-co,read-zeroes=on,size=1073741824",
     "file-io_uring": "driver=file,filename=%s,aio=io_uring,"
                      "cache.direct=off",
+    "file-io_uring-direct": "driver=file,filename=%s,aio=io_uring,"
+                            "cache.direct=on",
     "file-native": "driver=file,filename=%s,aio=native,cache.direct=on",
+    "file-threads": "driver=file,filename=%s,aio=threads,cache.direct=on",
 }
 QDS = [1, 4, 16, 64, 128]
 
@@ -89,14 +92,18 @@ def env_list(name, default):
 
 
 def image(backend, outdir):
-    """The file a file backend uses; None where it cannot run."""
+    """The file a file backend uses, written in full (a read of a hole
+    never reaches the disk): on tmpfs for file-io_uring, in @outdir (the
+    build disk) for the cache.direct=on backends."""
     if backend == "null":
         return None
     d = TMPFS if backend == "file-io_uring" else outdir
     path = os.path.join(d, "bench-device-%s.img" % backend)
+    chunk = bytes(range(256)) * 4096
     with open(path, "wb") as f:
-        f.truncate(IMG_BLOCKS * 4096)
-    if backend == "file-native":
+        for _ in range(IMG_BLOCKS * 4096 // len(chunk)):
+            f.write(chunk)
+    if "cache.direct=on" in BACKENDS[backend]:
         try:
             fd = os.open(path, os.O_RDWR | os.O_DIRECT)
             os.close(fd)
@@ -294,7 +301,7 @@ def main():
         for c in configs:
             for qd in qds:
                 r = record(c, b, qd, run(c, drive, qd, count))
-                if valgrind and b != "file-io_uring":
+                if valgrind and "aio=io_uring" not in drive:
                     vg = callgrind(c, drive, qd, vg_count)
                     r["instr_per_cmd"] = sum(vg.values())
                     r["instr_main_per_cmd"] = vg["main"]

@@ -112,6 +112,20 @@ def main():
          frec.get("window_ios", 0) > 0,
          "bench: nvme-iothread-poll-file reads a raw image with "
          "aio=io_uring", "backend_args: %r" % fargs)
+    idles = data.get("idle", []) if recs else []
+    idle_cfgs = sorted(r["config"] for r in idles)
+    case(idle_cfgs == sorted(env["BENCH_CONFIGS"].split(",")),
+         "bench: one idle window per config", "got %s" % idle_cfgs)
+    case(idles and all(r["window_s"] >= 2 and r["iothread_pct"] >= 0 and
+                       r["main_pct"] > 0 for r in idles),
+         "bench: the idle window covers BENCH_IDLE (2 s) and records the "
+         "threads' CPU in it", "%s" % idles)
+    fidle = [r for r in idles if r["config"] == "nvme-iothread-poll-file"]
+    case(fidle and isinstance(fidle[0]["iothread_ns"], int) and
+         fidle[0]["sq_doorbells"] == 0,
+         "bench: nvme-iothread-poll-file's idle window has its iothread's "
+         "CPU time and no SQ doorbell", "%s" % fidle)
+    case("idle (no I/O)" in p.stdout, "bench: the output has the idle table")
     shutil.rmtree(out, ignore_errors=True)
     return finish()
 

@@ -10,8 +10,9 @@ exactly when the configuration has it, then fio writes and verifies
 boot 2, a fresh QEMU on the same image, reads everything back and verifies
 it again.  Any fio error or verify mismatch fails the case.
 
-With the I/O queues in an iothread (nvme-iothread, poll-max-ns=0, and
-nvme-iothread-poll, polling; nvme-iothread-mmio polls too but, without
+With the I/O queues in an iothread (nvme-iothread, poll-max-ns=0,
+nvme-iothread-poll, polling, and nvme-iothread-poll-file, polling with
+io_uring completions; nvme-iothread-mmio polls too but, without
 shadow doorbells, is never polled), two more boots: the
 stress boot resets the controller (/sys/class/nvme/nvme0/reset_controller)
 repeatedly while fio writes and verifies, verifies again once the resets
@@ -50,7 +51,8 @@ for _n in NAMES:
                    ["-object", _obj] if _obj else [],
                    nvdp_configs.CONFIGS[_n].backend)
 # the configurations that also get the stress and unplug boots
-STRESS_CONFIGS = ["nvme-iothread", "nvme-iothread-poll"]
+STRESS_CONFIGS = ["nvme-iothread", "nvme-iothread-poll",
+                  "nvme-iothread-poll-file"]
 IMG_SIZE = 256 << 20
 
 # name -> fio arguments; each job has its own region of the disk
@@ -164,10 +166,10 @@ def drive(g, timeout, on_line):
         g.stop()
 
 
-def stress(tap, name, img, devopts, extra, logs):
+def stress(tap, name, img, devopts, extra, logs, backend=None):
     log = os.path.join(logs, "e2e-%s-stress.log" % name)
     size = os.path.getsize(img)
-    args = disk_args(img, devopts, extra) + [
+    args = disk_args(img, devopts, extra, backend) + [
         "-blockdev", "driver=null-co,node-name=bk0,size=%d" % size]
     g = nvdp_vm.Guest(STRESS_JOB, args, log=log)
     fio, got = {}, {"resets": None, "state": None, "job": None}
@@ -211,9 +213,10 @@ def stress(tap, name, img, devopts, extra, logs):
              "(status %s)" % (name, rc), why)
 
 
-def unplug(tap, name, img, devopts, extra, logs):
+def unplug(tap, name, img, devopts, extra, logs, backend=None):
     log = os.path.join(logs, "e2e-%s-unplug.log" % name)
-    g = nvdp_vm.Guest(UNPLUG_JOB, disk_args(img, devopts, extra), log=log)
+    g = nvdp_vm.Guest(UNPLUG_JOB, disk_args(img, devopts, extra, backend),
+                      log=log)
     got = {"seen": None, "left": None, "alive": None, "deleted": None,
            "after": None, "fio": None}
 
@@ -320,8 +323,8 @@ def main():
                              (name, phase, job),
                              r["error"] or "fio %s (see %s)" % (res, log))
             if name in STRESS_CONFIGS:
-                stress(tap, name, img, devopts, extra, logs)
-                unplug(tap, name, img, devopts, extra, logs)
+                stress(tap, name, img, devopts, extra, logs, backend)
+                unplug(tap, name, img, devopts, extra, logs, backend)
         finally:
             os.unlink(img)
     # Control: the same verify on an image nobody wrote must fail, or the
