@@ -42,7 +42,10 @@ window), BENCH_JOBS (numjobs), BENCH_SMP
 results.json's "summary" min, median and max), BENCH_FILE_DIR (where
 the "-file" configurations' image goes), BENCH_QUICK=1 (a short
 run for CI), BENCH_ACCEL (kvm|tcg, to override the probe), BENCH_OUT
-(results directory), BENCH_FILE_AIO (io_uring, native or threads: the
+(results directory), BENCH_IOTHREADS (how many iothreads the
+"-iothreads" configurations spread their queues over, default 2; they
+are not in the default run and need BENCH_SMP and BENCH_JOBS above 1 to
+use more than one), BENCH_FILE_AIO (io_uring, native or threads: the
 "-file" configurations' aio= mode), BENCH_IDLE (s: after the last run,
 the guest does no I/O for this long and the host measures the device's
 threads over it: results.json's "idle", the last table).
@@ -61,8 +64,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nvdp_configs  # noqa: E402
 import nvdp_vm  # noqa: E402
 
-# The device's iothread (-object iothread,id=iot0 below; debug-threads=on)
-IOTHREAD_COMM = "IO iot0"
+# The device's iothreads (-object iothread,id=iot0 and, in the
+# "-iothreads" configurations, iot1...; debug-threads=on names them)
+IOTHREAD_COMM_PREFIX = "IO iot"
+# how many iothreads the "-iothreads" configurations spread the queues over
+IOTHREADS = int(os.environ.get("BENCH_IOTHREADS",
+                               str(nvdp_configs.IOTHREADS)))
 
 BACKEND = ["-blockdev", "driver=null-co,node-name=d0,read-zeroes=on,size=8589934592"]
 NVME = "nvme,id=nvme0,drive=d0,serial=nvdp"
@@ -74,7 +81,8 @@ BENCH_NAMES = ["nvme-mmio", "nvme-dbbuf", "nvme-ioeventfd", "nvme-irqfd",
                "nvme-iothread", "nvme-iothread-irqfd", "nvme-iothread-poll",
                "nvme-iothread-poll-irqfd", "virtio-blk", "virtio-blk-iothread",
                "virtio-blk-iothread-poll", "nvme-iothread-poll-file",
-               "virtio-blk-iothread-poll-file"]
+               "virtio-blk-iothread-poll-file", "nvme-iothreads-poll",
+               "virtio-blk-iothreads-poll"]
 
 # The raw image of the "file" configurations: written in full (a read of
 # a hole or an unwritten extent never reaches the disk), on the build disk
@@ -87,9 +95,13 @@ FILE_SIZE = 1 << 30
 FILE_AIO = os.environ.get("BENCH_FILE_AIO", nvdp_configs.FILE_AIO)
 CONFIGS = {n: ("nvme" if nvdp_configs.CONFIGS[n].kind == "nvme" else "virtio",
                nvdp_configs.qemu_args(n, NVME if nvdp_configs.CONFIGS[n].kind
-                                      == "nvme" else VBLK, "@POLL@"),
-               nvdp_configs.CONFIGS[n].about) for n in BENCH_NAMES}
-DEFAULT_CONFIGS = list(CONFIGS)
+                                      == "nvme" else VBLK, "@POLL@",
+                                      IOTHREADS),
+               nvdp_configs.about(n, IOTHREADS)) for n in BENCH_NAMES}
+# the "-iothreads" configurations need BENCH_SMP and BENCH_JOBS above 1 to
+# use more than one queue: not in the default run
+MANY = [n for n in BENCH_NAMES if nvdp_configs.CONFIGS[n].iothreads == "many"]
+DEFAULT_CONFIGS = [n for n in CONFIGS if n not in MANY]
 QUICK_CONFIGS = ["nvme-mmio", "nvme-dbbuf", "nvme-ioeventfd", "virtio-blk"]
 
 JOB = r"""
@@ -164,14 +176,16 @@ class Sampler:
         pid = self.g.pid
         s["cpu_vcpu"] = s["cpu_iothread"] = s["cpu_main"] = 0
         s["cpu_total"] = 0
+        s["cpu_iothreads"] = {}
         for tid, comm, ns in nvdp_vm.thread_cpu_ns(pid):
             s["cpu_total"] += ns
             if tid == pid:
                 s["cpu_main"] += ns
             elif comm.startswith("CPU "):
                 s["cpu_vcpu"] += ns
-            elif comm == IOTHREAD_COMM:
+            elif comm.startswith(IOTHREAD_COMM_PREFIX):
                 s["cpu_iothread"] += ns
+                s["cpu_iothreads"][comm[3:]] = ns
         if self.kind == "nvme":
             q = self.g.qmp
             s["sq_db"] = q.cmd("qom-get", path="/machine/peripheral/nvme0",
@@ -371,6 +385,22 @@ def make_idle(name, kind, s0, s1):
     return rec
 
 
+def iothreads_table(records):
+    """Each iothread's CPU per IO in the rows with more than one."""
+    rows = [r for r in records
+            if len(r.get("cpu_iothreads_us_per_io") or {}) > 1]
+    if not rows:
+        return ""
+    out = ["%-29s  %4s  %4s  %s" % ("per iothread", "qd", "run",
+                                    "iothread: CPU us/IO")]
+    for r in rows:
+        out.append("%-29s  %4d  %4s  %s" % (
+            r["config"], r["qd"], r.get("run", 1), "  ".join(
+                "%s: %.1f" % (k, v) for k, v in
+                r["cpu_iothreads_us_per_io"].items() if v is not None)))
+    return "\n".join(out)
+
+
 def idle_table(idles):
     out = ["%-29s  %4s  %10s  %12s  %8s  %8s" % (
         "idle (no I/O)", "run", "window s", "iothread us", "iothr %",
@@ -424,6 +454,12 @@ def make_record(name, kind, accel, qd, opts, start, end, fio_text, boot):
     rec["cpu_other_us_per_io"] = us(other)
     rec["iothread_cores"] = round(raw["cpu_iothread_ns"] / raw["window_ns"],
                                   3) if window > 0 else None
+    # each iothread's CPU per IO, by id (several in "-iothreads" rows)
+    raw["cpu_iothreads_ns"] = {k: s1["cpu_iothreads"][k] -
+                               s0["cpu_iothreads"].get(k, 0)
+                               for k in sorted(s1["cpu_iothreads"])}
+    rec["cpu_iothreads_us_per_io"] = {k: us(v) for k, v in
+                                      raw["cpu_iothreads_ns"].items()}
     if accel == "kvm":
         raw["exits"] = s1["exits"] - s0["exits"]
         raw["mmio_exits"] = s1["mmio_exits"] - s0["mmio_exits"]
@@ -609,6 +645,8 @@ def main():
             "poll_max_ns": int(poll_ns(accel)),
             "poll_shrink": int(poll_shrink(accel)),
             "file_aio": FILE_AIO,
+            "iothreads": IOTHREADS if any(c in MANY for c in configs)
+            else None,
             "qemu": nvdp_vm.QEMU, "qemu_version": qemu_version(),
             "series": series_id(), "host": host_info(),
             "series_note": "the patches/ of this checkout; the QEMU binary "
@@ -634,6 +672,9 @@ def main():
     if repeat > 1:
         text += "\n(medians of %d runs; min and max in results.json " \
                 "\"summary\")" % repeat
+    per = iothreads_table(records)
+    if per:
+        text += "\n\n" + per
     text += "\n\n" + idle_table(idles)
     with open(os.path.join(outdir, "table.txt"), "w") as f:
         f.write(text + "\n")

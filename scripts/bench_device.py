@@ -25,8 +25,12 @@ such figure; it takes about 10 s a record.  BENCH_VG_KEEP=DIR keeps the
 callgrind dumps in DIR/CONFIG-QD/ for callgrind_annotate.
 
 Environment: BENCH_CONFIGS, BENCH_BACKENDS, BENCH_QD (comma lists),
-BENCH_COUNT (commands per run, default 20000), BENCH_OUT, NVME_DP_BUILD
-(the build directory, default build/qemu-build).
+BENCH_COUNT (commands per run and queue, default 20000), BENCH_QUEUES
+(queue pairs, a driver thread each, default 1), BENCH_IOTHREADS (the
+iothreads of the "-iothreads" configurations, default 2; not in the
+default run), BENCH_OUT, NVME_DP_BUILD (the build directory, default
+build/qemu-build).  Each record has every iothread's CPU per command
+(cpu_iothreads_us_per_cmd); "iothr" in the table is their sum.
 make check runs a short version: tests/bench_device_smoke.py.
 """
 
@@ -60,12 +64,26 @@ POLL = "poll-max-ns=1000000,poll-shrink=2"
 # QEMU arguments, blk-bench options)
 NAMES = ["nvme-ioeventfd", "nvme-irqfd", "nvme-iothread", "nvme-iothread-irqfd",
          "nvme-iothread-poll", "virtio-blk", "virtio-blk-iothread",
-         "virtio-blk-iothread-poll"]
+         "virtio-blk-iothread-poll", "nvme-iothreads-poll",
+         "virtio-blk-iothreads-poll"]
+# The "-iothreads" configurations: over BENCH_IOTHREADS iothreads; they
+# are not in the default run, and show something with BENCH_QUEUES > 1
+IOTHREADS = int(os.environ.get("BENCH_IOTHREADS",
+                               str(nvdp_configs.IOTHREADS)))
+MANY = [n for n in NAMES if nvdp_configs.CONFIGS[n].iothreads == "many"]
 CONFIGS = {}
 for _n in NAMES:
     _c = nvdp_configs.CONFIGS[_n]
-    _obj = nvdp_configs.iothread_object(_n, POLL)
-    CONFIGS[_n] = (_c.kind, _c.opts, "-object " + _obj if _obj else "", [])
+    _objs = nvdp_configs.iothread_objects(_n, POLL, IOTHREADS)
+    _opts = _c.opts
+    if _n in MANY:
+        # JSON members for blk-bench, which adds driver, addr and drive
+        _dev = json.loads(nvdp_configs.device(
+            _n, "nvme" if _c.kind == "nvme" else "virtio-blk-pci", IOTHREADS))
+        del _dev["driver"]
+        _opts = json.dumps(_dev, separators=(",", ":"))
+    CONFIGS[_n] = (_c.kind, _opts, " ".join("-object " + o for o in _objs),
+                   [])
 
 TMPFS = "/dev/shm"
 IMG_BLOCKS = 16384                      # 64 MiB of 4 KiB blocks
@@ -113,11 +131,13 @@ def image(backend, outdir):
     return path
 
 
-def run(config, drive, qd, count, rw="read", warmup=None):
+def run(config, drive, qd, count, rw="read", warmup=None, queues=1):
     dev, devopts, extra, opts = CONFIGS[config]
     cmd = [BENCH, "--device", dev, "--devopts", devopts, "--extra", extra,
            "--drive", drive, "--qd", str(qd), "--count", str(count),
            "--rw", rw, "--blocks", str(IMG_BLOCKS)] + opts
+    if queues > 1:
+        cmd += ["--queues", str(queues)]
     if warmup is not None:
         cmd += ["--warmup", str(warmup)]
     env = dict(os.environ, QTEST_QEMU_BINARY=QEMU)
@@ -190,12 +210,17 @@ def record(config, backend, qd, r):
     c = r["commands"]
     cpu = r["thread_cpu"]
     main = sum(v for k, v in cpu.items() if k.startswith("qemu-system"))
-    io = sum(v for k, v in cpu.items()
-             if k == "IO " + nvdp_configs.IOTHREAD_ID)
+    # the device's iothreads: iot0, and iot1... of the "-iothreads" ones
+    iothreads = {k[3:]: v for k, v in sorted(cpu.items())
+                 if k.startswith("IO iot")}
+    io = sum(iothreads.values())
     other = max(0.0, sum(cpu.values()) - main - io)
     return {
         "config": config, "device": CONFIGS[config][0], "backend": backend,
-        "qd": qd, "commands": c, "seconds": r["seconds"],
+        "qd": qd, "queues": r.get("queues", 1),
+        "iothreads": len(iothreads), "commands": c, "seconds": r["seconds"],
+        "cpu_iothreads_us_per_cmd": {k: v * 1e6 / c
+                                     for k, v in iothreads.items()},
         "cmds_per_s": c / r["seconds"],
         "cpu_us_per_cmd": (main + io + other) * 1e6 / c,
         "cpu_main_us_per_cmd": main * 1e6 / c,
@@ -231,6 +256,16 @@ def table(records):
         out[0] += "  %8s" % "instr"
     out.append("(cpu: microseconds of QEMU thread time per command: main "
                "loop, iothread, other threads)")
+    many = [r for r in records if len(r.get("cpu_iothreads_us_per_cmd")
+                                      or {}) > 1]
+    if many:
+        out.append("")
+        out.append("per iothread (us of CPU per command), queues:")
+        for r in many:
+            out.append("%-25s %-13s qd %3d, %d queues: %s" % (
+                r["config"], r["backend"], r["qd"], r["queues"], "  ".join(
+                    "%s %.2f" % kv for kv in
+                    r["cpu_iothreads_us_per_cmd"].items())))
     return "\n".join(out)
 
 
@@ -276,7 +311,9 @@ def main():
     outdir = os.environ.get("BENCH_OUT",
                             os.path.join(TOP, "build", "bench-device"))
     os.makedirs(outdir, exist_ok=True)
-    configs = env_list("BENCH_CONFIGS", list(CONFIGS))
+    configs = env_list("BENCH_CONFIGS", [c for c in CONFIGS
+                                         if c not in MANY])
+    queues = int(os.environ.get("BENCH_QUEUES", "1"))
     backends = env_list("BENCH_BACKENDS", list(BACKENDS))
     qds = [int(q) for q in env_list("BENCH_QD", [str(q) for q in QDS])]
     count = int(os.environ.get("BENCH_COUNT", "20000"))
@@ -300,7 +337,8 @@ def main():
         drive = BACKENDS[b] % img if img else BACKENDS[b]
         for c in configs:
             for qd in qds:
-                r = record(c, b, qd, run(c, drive, qd, count))
+                r = record(c, b, qd, run(c, drive, qd, count,
+                                         queues=queues))
                 if valgrind and "aio=io_uring" not in drive:
                     vg = callgrind(c, drive, qd, vg_count)
                     r["instr_per_cmd"] = sum(vg.values())

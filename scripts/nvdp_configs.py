@@ -8,6 +8,7 @@ poll parameters of a polling iothread.
 """
 
 import collections
+import json
 import os
 
 # kind: "nvme" or "virtio-blk"; opts: -device options beyond drive, id and
@@ -16,9 +17,12 @@ import os
 # (the tool's own disk: null-co in the benchmark, a raw image file in the
 # guest tests) or "file" (a raw image file read through the host's I/O
 # path with aio=FILE_AIO, O_DIRECT where its filesystem has it:
-# file_blockdev()).
-Config = collections.namedtuple("Config", "kind opts iothread about backend",
-                                defaults=(None,))
+# file_blockdev()); iothreads: 1, or "many": the queues spread over
+# IOTHREADS iothreads (or the tool's count) with iothread-vq-mapping,
+# round-robin.
+Config = collections.namedtuple("Config",
+                                "kind opts iothread about backend iothreads",
+                                defaults=(None, 1))
 
 # How a "file" backend's requests reach the host: io_uring, which QEMU 10.2
 # submits through the iothread's own fd monitor (aio_add_sqe()).
@@ -26,6 +30,8 @@ FILE_AIO = "io_uring"
 
 IOTHREAD_ID = "iot0"
 _IOT = ",iothread=" + IOTHREAD_ID
+# how many iothreads a "many" configuration has unless the tool says
+IOTHREADS = 2
 
 CONFIGS = {
     "nvme-mmio": Config("nvme", "dbcs=off,ioeventfd=off", None,
@@ -60,6 +66,11 @@ CONFIGS = {
                                       "poll", "as nvme-iothread-poll, on a "
                                       "raw image file (aio=io_uring)",
                                       "file"),
+    "nvme-iothreads-poll": Config("nvme", "dbcs=on,ioeventfd=on", "poll",
+                                  "as nvme-iothread-poll, the I/O queue "
+                                  "pairs over @IOTHREADS@ iothreads "
+                                  "(iothread-vq-mapping, round-robin)",
+                                  None, "many"),
     "virtio-blk": Config("virtio-blk", "", None, "virtio-blk, its defaults"),
     "virtio-blk-iothread": Config("virtio-blk", "iothread=" + IOTHREAD_ID,
                                   "nopoll", "virtio-blk in an iothread, "
@@ -73,29 +84,83 @@ CONFIGS = {
                                             "as virtio-blk-iothread-poll, on "
                                             "a raw image file (aio=io_uring)",
                                             "file"),
+    "virtio-blk-iothreads-poll": Config("virtio-blk", "", "poll",
+                                        "virtio-blk, its virtqueues over "
+                                        "@IOTHREADS@ iothreads "
+                                        "(iothread-vq-mapping, "
+                                        "round-robin), polling (@POLL_NS@)",
+                                        None, "many"),
 }
 
 
-def iothread_object(name, poll):
-    """The -object argument of @name's iothread, or None; @poll is the
-    poll parameters ("poll-max-ns=...,poll-shrink=...") of a polling one."""
+def iothread_ids(name, count=None):
+    """The ids of @name's iothreads: none, IOTHREAD_ID, or for a "many"
+    configuration iot0 .. iot<@count - 1> (@count: default IOTHREADS)."""
     c = CONFIGS[name]
     if c.iothread is None:
-        return None
-    return "iothread,id=%s,%s" % (IOTHREAD_ID, "poll-max-ns=0"
-                                  if c.iothread == "nopoll" else poll)
+        return []
+    if c.iothreads != "many":
+        return [IOTHREAD_ID]
+    return ["iot%d" % i for i in range(count or IOTHREADS)]
 
 
-def device(name, base):
-    """-device argument of @name: @base (driver, drive, id...) + its opts."""
-    opts = CONFIGS[name].opts
-    return base + ("," + opts if opts else "")
+def iothread_objects(name, poll, count=None):
+    """The -object arguments of @name's iothreads, as a list of strings;
+    @poll is the poll parameters ("poll-max-ns=...,poll-shrink=...") of a
+    polling one."""
+    c = CONFIGS[name]
+    return ["iothread,id=%s,%s" % (i, "poll-max-ns=0"
+                                   if c.iothread == "nopoll" else poll)
+            for i in iothread_ids(name, count)]
 
 
-def qemu_args(name, base, poll):
+def iothread_object(name, poll):
+    """The -object argument of @name's one iothread, or None."""
+    assert CONFIGS[name].iothreads != "many"
+    objs = iothread_objects(name, poll)
+    return objs[0] if objs else None
+
+
+def _json_value(v):
+    if v in ("on", "off"):
+        return v == "on"
+    if v.isdigit():
+        return int(v)
+    return v
+
+
+def device(name, base, count=None):
+    """-device argument of @name: @base (driver, drive, id...) + its opts;
+    for a "many" configuration, in JSON, with iothread-vq-mapping (and, for
+    virtio-blk, one virtqueue per iothread)."""
+    c = CONFIGS[name]
+    args = base + ("," + c.opts if c.opts else "")
+    if c.iothreads != "many":
+        return args
+    parts = args.split(",")
+    dev = {"driver": parts[0]}
+    for p in parts[1:]:
+        k, v = p.split("=", 1)
+        dev[k] = _json_value(v)
+    ids = iothread_ids(name, count)
+    dev["iothread-vq-mapping"] = [{"iothread": i} for i in ids]
+    if c.kind == "virtio-blk":
+        dev["num-queues"] = len(ids)
+    return json.dumps(dev, separators=(",", ":"))
+
+
+def about(name, count=None):
+    """What @name is, with its iothread count."""
+    return CONFIGS[name].about.replace("@IOTHREADS@",
+                                       str(count or IOTHREADS))
+
+
+def qemu_args(name, base, poll, count=None):
     """-object (if any) and -device arguments of @name, as a list."""
-    obj = iothread_object(name, poll)
-    return (["-object", obj] if obj else []) + ["-device", device(name, base)]
+    args = []
+    for obj in iothread_objects(name, poll, count):
+        args += ["-object", obj]
+    return args + ["-device", device(name, base, count)]
 
 
 def o_direct_works(path):

@@ -58,6 +58,24 @@ def main():
                  r["commands"] == 4000, name,
                  "errors %d, bad data %d" % (r["errors"], r["bad_data"]))
 
+    # two queues, a driver thread each, over two iothreads: the data is
+    # right and both iothreads worked
+    for config in ["nvme-iothreads-poll", "virtio-blk-iothreads-poll"]:
+        name = "%s: 2 queues over 2 iothreads, 4000 blocks each written " \
+               "and read back at depth 16, both iothreads busy" % config
+        try:
+            r = bd.run(config, filedrive, 16, 4000, rw="verify", queues=2)
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            case(False, name, str(e))
+            continue
+        cpu = r["thread_cpu"]
+        case(r["errors"] == 0 and r["bad_data"] == 0 and
+             r["commands"] == 8000 and r.get("queues") == 2 and
+             cpu.get("IO iot0", 0) > 0 and cpu.get("IO iot1", 0) > 0, name,
+             "errors %d, bad data %d, commands %d, iothread CPU %s" %
+             (r["errors"], r["bad_data"], r["commands"],
+              {k: v for k, v in cpu.items() if k.startswith("IO ")}))
+
     # aio=native (linux-aio, O_DIRECT): in an iothread nvme batches an SQ
     # pass's submissions, and completions reaped at submission are posted
     # at once

@@ -41,18 +41,22 @@ NVME = "nvme,id=nvme0,drive=d0,serial=nvdp-e2e"
 # polling with a window that covers the TCG guest's submission gaps
 POLL = "poll-max-ns=1000000,poll-shrink=2"
 # The NVMe configurations of the shared table: name -> (-device nvme
-# options, has Doorbell Buffer Config, other arguments, backend)
+# options, has Doorbell Buffer Config, other arguments, backend, vCPUs);
+# the ones over several iothreads ("many") get 2 vCPUs, so that Linux
+# creates 2 I/O queue pairs, and fio jobs on both
 NAMES = [n for n, c in nvdp_configs.CONFIGS.items() if c.kind == "nvme"]
 CONFIGS = {}
 for _n in NAMES:
-    _obj = nvdp_configs.iothread_object(_n, POLL)
+    _extra = []
+    for _obj in nvdp_configs.iothread_objects(_n, POLL):
+        _extra += ["-object", _obj]
     CONFIGS[_n] = (nvdp_configs.device(_n, NVME),
                    "dbcs=on" in nvdp_configs.CONFIGS[_n].opts,
-                   ["-object", _obj] if _obj else [],
-                   nvdp_configs.CONFIGS[_n].backend)
+                   _extra, nvdp_configs.CONFIGS[_n].backend,
+                   2 if nvdp_configs.CONFIGS[_n].iothreads == "many" else 1)
 # the configurations that also get the stress and unplug boots
 STRESS_CONFIGS = ["nvme-iothread", "nvme-iothread-poll",
-                  "nvme-iothread-poll-file"]
+                  "nvme-iothread-poll-file", "nvme-iothreads-poll"]
 IMG_SIZE = 256 << 20
 
 # name -> fio arguments; each job has its own region of the disk
@@ -62,6 +66,12 @@ JOBS = [
     ("mixed-qd32", "--bssplit=4k/40:32k/40:128k/20 --iodepth=32 "
                    "--offset=64M --size=32M"),
     ("512b-qd32", "--bs=512 --iodepth=32 --offset=128M --size=2M"),
+]
+# and with 2 vCPUs, one job on each (so on each I/O queue pair)
+JOBS_2CPU = [
+    ("2jobs-qd16", "--bs=4k --iodepth=16 --numjobs=2 --offset=160M "
+                   "--offset_increment=16M --size=16M --cpus_allowed=0-1 "
+                   "--cpus_allowed_policy=split"),
 ]
 
 # The guest's /lib/nvdp.sh (guest/lib.sh) has nvdp_wait_disk, nvdp_mark
@@ -75,6 +85,10 @@ run() {
 	nvdp_fio_verify $name nvme0n1 --randseed=4242 @MODE@ "$@"
 }
 @RUNS@
+# completions (interrupts) of each I/O queue
+echo "NVDP queue-irqs $(awk '$NF ~ /^nvme0q[1-9]/ { s = 0
+	for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i; else break
+	printf "%s=%d ", $NF, s }' /proc/interrupts)"
 """
 
 
@@ -89,9 +103,20 @@ STRESS_JOB = HOSTDO + r"""
 set -u
 ctrl=/sys/class/nvme/nvme0
 nvdp_wait_disk nvme0n1
+cpus=$(nproc)
+# vfio NAME OFFSET-MiB SIZE-MiB ARGS...: a job per vCPU, each on its own
+# part of the region
 vfio() {
-	name=$1; shift
-	nvdp_fio_verify $name nvme0n1 --bs=4k --iodepth=16 "$@"
+	name=$1 off=$2 size=$3
+	shift 3
+	if [ $cpus -gt 1 ]; then
+		set -- --numjobs=$cpus --size=$((size / cpus))M \
+			--offset_increment=$((size / cpus))M \
+			--cpus_allowed=0-$((cpus - 1)) --cpus_allowed_policy=split "$@"
+	else
+		set -- --size=${size}M "$@"
+	fi
+	nvdp_fio_verify $name nvme0n1 --bs=4k --iodepth=16 --offset=${off}M "$@"
 }
 settle() {
 	n=0
@@ -101,7 +126,7 @@ settle() {
 	echo "NVDP state $(cat $ctrl/state)"
 }
 # resets while fio writes and verifies
-vfio resets --randseed=77 --offset=0 --size=64M --do_verify=1 &
+vfio resets 0 64 --randseed=77 --do_verify=1 &
 pid=$!
 i=0
 while kill -0 $pid 2>/dev/null && [ $i -lt 20 ]; do
@@ -112,11 +137,11 @@ done
 wait $pid
 echo "NVDP resets $i"
 settle
-vfio reverify --randseed=77 --offset=0 --size=64M --verify_only=1
+vfio reverify 0 64 --randseed=77 --verify_only=1
 # a backup job copies the disk while fio writes and verifies
 hostdo backup
-vfio backup --randseed=78 --offset=96M --size=16M --do_verify=1
-vfio backup-reverify --randseed=78 --offset=96M --size=16M --verify_only=1
+vfio backup 96 16 --randseed=78 --do_verify=1
+vfio backup-reverify 96 16 --randseed=78 --verify_only=1
 hostdo backup-done
 """
 
@@ -166,12 +191,12 @@ def drive(g, timeout, on_line):
         g.stop()
 
 
-def stress(tap, name, img, devopts, extra, logs, backend=None):
+def stress(tap, name, img, devopts, extra, logs, backend=None, smp=1):
     log = os.path.join(logs, "e2e-%s-stress.log" % name)
     size = os.path.getsize(img)
     args = disk_args(img, devopts, extra, backend) + [
         "-blockdev", "driver=null-co,node-name=bk0,size=%d" % size]
-    g = nvdp_vm.Guest(STRESS_JOB, args, log=log)
+    g = nvdp_vm.Guest(STRESS_JOB, args, log=log, smp=smp)
     fio, got = {}, {"resets": None, "state": None, "job": None}
 
     def on_line(line):
@@ -213,10 +238,10 @@ def stress(tap, name, img, devopts, extra, logs, backend=None):
              "(status %s)" % (name, rc), why)
 
 
-def unplug(tap, name, img, devopts, extra, logs, backend=None):
+def unplug(tap, name, img, devopts, extra, logs, backend=None, smp=1):
     log = os.path.join(logs, "e2e-%s-unplug.log" % name)
     g = nvdp_vm.Guest(UNPLUG_JOB, disk_args(img, devopts, extra, backend),
-                      log=log)
+                      log=log, smp=smp)
     got = {"seen": None, "left": None, "alive": None, "deleted": None,
            "after": None, "fio": None}
 
@@ -267,13 +292,18 @@ def disk_args(img, devopts, extra, backend=None):
     return list(extra) + disk + ["-device", devopts]
 
 
-def boot(img, devopts, extra, verify_only, log, backend=None):
-    runs = "\n".join("run %s %s" % (name, args) for name, args in JOBS)
+def jobs_for(smp):
+    return JOBS + (JOBS_2CPU if smp > 1 else [])
+
+
+def boot(img, devopts, extra, verify_only, log, backend=None, smp=1):
+    runs = "\n".join("run %s %s" % (name, args)
+                     for name, args in jobs_for(smp))
     job = JOB.replace("@RUNS@", runs).replace(
         "@MODE@", "--verify_only=1" if verify_only else "--do_verify=1")
     devargs = disk_args(img, devopts, extra, backend)
-    g = nvdp_vm.Guest(job, devargs, log=log)
-    out = {"oacs": None, "fio": {}, "error": None}
+    g = nvdp_vm.Guest(job, devargs, log=log, smp=smp)
+    out = {"oacs": None, "fio": {}, "error": None, "queue_irqs": None}
     try:
         g.start()
         for line in g.lines(300):
@@ -283,6 +313,9 @@ def boot(img, devopts, extra, verify_only, log, backend=None):
                 parts = line.split()
                 kv = dict(p.split("=") for p in parts[3:])
                 out["fio"][parts[2]] = kv
+            elif line.startswith("NVDP queue-irqs"):
+                out["queue_irqs"] = dict(p.split("=") for p in
+                                         line.split()[2:])
             elif line.startswith("NVDP error"):
                 out["error"] = line
     except (TimeoutError, RuntimeError, EOFError, OSError) as e:
@@ -298,7 +331,7 @@ def main():
     logs = os.environ.get("E2E_LOGS", tempfile.gettempdir())
     os.makedirs(logs, exist_ok=True)
     for name in names:
-        devopts, dbbuf, extra, backend = CONFIGS[name]
+        devopts, dbbuf, extra, backend, smp = CONFIGS[name]
         fd, img = tempfile.mkstemp(prefix="nvdp-e2e-", suffix=".raw")
         os.ftruncate(fd, IMG_SIZE)
         os.close(fd)
@@ -306,7 +339,8 @@ def main():
             for phase, verify_only in (("write+verify", False),
                                        ("reverify-after-reboot", True)):
                 log = os.path.join(logs, "e2e-%s-%s.log" % (name, phase))
-                r = boot(img, devopts, extra, verify_only, log, backend)
+                r = boot(img, devopts, extra, verify_only, log, backend,
+                         smp)
                 if phase == "write+verify":
                     oacs = r["oacs"]
                     ok = oacs is not None and \
@@ -315,7 +349,14 @@ def main():
                              "Buffer Config %s" % (name, oacs,
                                                    "set" if dbbuf else "clear"),
                              r["error"] or "see " + log)
-                for job, _ in JOBS:
+                if smp > 1:
+                    q = r["queue_irqs"] or {}
+                    busy = sorted(k for k, v in q.items() if int(v) > 0)
+                    tap.case(len(busy) >= 2, "e2e %s: %s: %d vCPUs, "
+                             "completions on %d I/O queues (%s)" %
+                             (name, phase, smp, len(busy), q),
+                             r["error"] or "see " + log)
+                for job, _ in jobs_for(smp):
                     res = r["fio"].get(job)
                     ok = res is not None and res["rc"] == "0" and \
                         res["bad"] == "0"
@@ -323,8 +364,8 @@ def main():
                              (name, phase, job),
                              r["error"] or "fio %s (see %s)" % (res, log))
             if name in STRESS_CONFIGS:
-                stress(tap, name, img, devopts, extra, logs, backend)
-                unplug(tap, name, img, devopts, extra, logs, backend)
+                stress(tap, name, img, devopts, extra, logs, backend, smp)
+                unplug(tap, name, img, devopts, extra, logs, backend, smp)
         finally:
             os.unlink(img)
     # Control: the same verify on an image nobody wrote must fail, or the

@@ -231,6 +231,33 @@ fuzz_broken_fails() {
 }
 tap "fuzz: a fuzzer that fails without a reproducer fails the run" fuzz_broken_fails
 
+# A configuration over several iothreads: a JSON -device with one mapping
+# entry per iothread, an -object per iothread, the others unchanged.
+configs_iothreads() {
+	python3 - "$top/scripts" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import nvdp_configs as c
+a = c.qemu_args("nvme-iothreads-poll", "nvme,id=nvme0,drive=d0,serial=s",
+                "poll-max-ns=1", 3)
+objs = [a[i + 1] for i in range(0, len(a), 2) if a[i] == "-object"]
+assert objs == ["iothread,id=iot%d,poll-max-ns=1" % i for i in range(3)], objs
+dev = json.loads(a[-1])
+assert dev["driver"] == "nvme" and dev["serial"] == "s", dev
+assert dev["dbcs"] is True and dev["ioeventfd"] is True, dev
+assert dev["iothread-vq-mapping"] == [{"iothread": "iot%d" % i}
+                                      for i in range(3)], dev
+assert "iothread" not in dev, dev
+v = json.loads(c.device("virtio-blk-iothreads-poll",
+                        "virtio-blk-pci,id=v,drive=d0", 2))
+assert v["num-queues"] == 2 and len(v["iothread-vq-mapping"]) == 2, v
+assert c.qemu_args("nvme-iothread-poll", "nvme,id=n", "p") == [
+    "-object", "iothread,id=iot0,p",
+    "-device", "nvme,id=n,dbcs=on,ioeventfd=on,iothread=iot0"]
+PY
+}
+tap "configs: -iothreads configurations: JSON -device, iothread-vq-mapping, an -object per iothread" configs_iothreads
+
 # The harness itself: a failing step in the middle of a case fails it.
 harness_fails() { false; true; }
 ( tap "harness" harness_fails ) >"$work/harness.out"
