@@ -133,6 +133,14 @@ def image(backend, outdir):
 
 def run(config, drive, qd, count, rw="read", warmup=None, queues=1):
     dev, devopts, extra, opts = CONFIGS[config]
+    if dev == "virtio-blk" and queues > 1:
+        # a virtqueue per driver thread (its default: one per vCPU, 1)
+        if devopts.startswith("{"):
+            d = json.loads(devopts)
+            d["num-queues"] = queues
+            devopts = json.dumps(d, separators=(",", ":"))
+        else:
+            devopts += "%snum-queues=%d" % ("," if devopts else "", queues)
     cmd = [BENCH, "--device", dev, "--devopts", devopts, "--extra", extra,
            "--drive", drive, "--qd", str(qd), "--count", str(count),
            "--rw", rw, "--blocks", str(IMG_BLOCKS)] + opts
