@@ -7,7 +7,8 @@
 #      emulator and the nvme qtests
 #   5. the nvme qtests, upstream's and ours, against the full series, and
 #      the libvirt example of nvme.rst (tests/docs_examples.py)
-#   6. end-to-end tests in a Linux guest (fio verify in each NVMe config)
+#   6. end-to-end tests in a Linux guest (fio verify in each NVMe config,
+#      and live migration under fio verify)
 #   7. the freestanding KVM test guest, under TCG and, where it runs, KVM
 #   8. a CI-sized benchmark run and checks of what it writes
 #   9. the guest-less device benchmark's short run (tests/bench_device_smoke.py)

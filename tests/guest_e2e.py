@@ -22,10 +22,20 @@ controller with QMP device_del while fio runs: the guest must see it go,
 QEMU must delete it (DEVICE_DELETED once the guest ejects the slot), stay
 up and exit cleanly.
 
-Environment: E2E_CONFIGS (comma list), NVME_DP_QEMU, NVME_DP_GUEST.
+In every configuration, the migrate boot live-migrates the VM
+E2E_MIGRATIONS times (default 4) to a second QEMU on this host
+(-incoming, a unix socket), back and forth, each while a fio verify job
+runs in its own region; every job and a reverify of all of them after
+the last migration must pass, the guest's kernel log must have no nvme
+timeout, abort or reset, and QEMU must exit cleanly.  The downtime QEMU
+reports for each migration is in the case's name.
+
+Environment: E2E_CONFIGS (comma list), E2E_MIGRATIONS, NVME_DP_QEMU,
+NVME_DP_GUEST.
 """
 
 import os
+import select
 import sys
 import tempfile
 import time
@@ -169,6 +179,152 @@ kill $pid 2>/dev/null
 wait $pid
 echo "NVDP fio-after-unplug rc=$?"
 """
+
+
+MIGRATE_JOB = HOSTDO + r"""
+set -u
+nvdp_wait_disk nvme0n1
+# a fio verify runs in its own 16 MiB region while the host migrates the
+# VM (to a second QEMU and back), once per migration
+i=1
+while [ $i -le @MIGRATIONS@ ]; do
+	nvdp_fio_verify mig$i nvme0n1 --bs=4k --iodepth=16 --randseed=$((90 + i)) \
+		--offset=$((i * 16))M --size=16M --do_verify=1 &
+	pid=$!
+	sleep 0.5
+	hostdo migrate$i
+	wait $pid
+	i=$((i + 1))
+done
+i=1
+while [ $i -le @MIGRATIONS@ ]; do
+	nvdp_fio_verify mig$i-reverify nvme0n1 --bs=4k --iodepth=16 \
+		--randseed=$((90 + i)) --offset=$((i * 16))M --size=16M \
+		--verify_only=1
+	i=$((i + 1))
+done
+echo "NVDP nvme-timeouts $(dmesg | grep nvme | grep -c -i -E 'timeout|abort|reset')"
+"""
+MIGRATIONS = int(os.environ.get("E2E_MIGRATIONS", "4"))
+
+
+def drain_console(sock, log):
+    """The lines already on a console socket, without waiting for more."""
+    buf = b""
+    while select.select([sock], [], [], 0.2)[0]:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    for line in buf.decode("utf-8", "replace").splitlines():
+        line = line.rstrip("\r")
+        if log:
+            log.write(line + "\n")
+        yield line
+
+
+def migrate_to(src, args, tmp):
+    """Live-migrate @src's VM to a new QEMU with @args; returns it and
+    query-migrate's answer on the source once done."""
+    tmp = tempfile.mkdtemp(dir=tmp)         # its own socket paths
+    sock = os.path.join(tmp, "mig.sock")
+    dst = nvdp_vm.machine(args + ["-incoming", "defer"], tmp=tmp)
+    dst.launch()
+    nvdp_vm.qmp_cmd(dst, "migrate-incoming", uri="unix:" + sock)
+    nvdp_vm.qmp_cmd(src, "migrate-set-parameters",
+                    **{"max-bandwidth": 8 << 30})
+    nvdp_vm.qmp_cmd(src, "migrate", uri="unix:" + sock)
+    end = time.monotonic() + 120
+    while True:
+        info = nvdp_vm.qmp_cmd(src, "query-migrate")
+        if info.get("status") in ("completed", "failed", "cancelled"):
+            break
+        if time.monotonic() > end:
+            info["status"] = "timeout"
+            break
+        time.sleep(0.05)
+    if info.get("status") == "completed":
+        end = time.monotonic() + 60
+        while nvdp_vm.qmp_cmd(dst, "query-status")["status"] != "running":
+            if time.monotonic() > end:
+                info["status"] = "destination-not-running"
+                break
+            time.sleep(0.05)
+    return dst, info
+
+
+def migrate(tap, name, img, devopts, extra, logs, backend=None, smp=1):
+    """fio verify while the VM migrates MIGRATIONS times between two
+    QEMUs on this host, then a reverify of everything written."""
+    log = os.path.join(logs, "e2e-%s-migrate.log" % name)
+    job = MIGRATE_JOB.replace("@MIGRATIONS@", str(MIGRATIONS))
+    g = nvdp_vm.Guest(job, disk_args(img, devopts, extra, backend),
+                      log=log, smp=smp)
+    fio, done, got, error = {}, [], {"timeouts": None}, None
+    vm = None
+
+    def on_line(line):
+        if line.startswith("NVDP fio "):
+            parts = line.split()
+            fio[parts[2]] = dict(p.split("=") for p in parts[3:])
+        elif line.startswith("NVDP nvme-timeouts "):
+            got["timeouts"] = int(line.split()[2])
+
+    try:
+        g.start()
+        vm = g.vm
+        end = time.monotonic() + 600
+        reading = True
+        while reading:
+            reading = False
+            for line in nvdp_vm.console_lines(vm.console_socket,
+                                              end - time.monotonic(), g.log):
+                if line.startswith("NVDP mark migrate"):
+                    dst, info = migrate_to(vm, g.args, g.tmp)
+                    done.append(info)
+                    if info.get("status") != "completed":
+                        error = error or "migration %d: %s" % (len(done),
+                                                               info)
+                        dst.shutdown(hard=True)
+                        break
+                    # what the guest printed on the source's console
+                    # meanwhile (a fio job that ended)
+                    for rest in drain_console(vm.console_socket, g.log):
+                        on_line(rest)
+                    vm.shutdown(hard=True)
+                    vm = g.vm = dst
+                    dst.console_socket.sendall(
+                        ("ack %s\n" % line.split()[2]).encode())
+                    reading = True
+                    break
+                if line.startswith("NVDP error"):
+                    error = error or line
+                else:
+                    on_line(line)
+        vm.wait(timeout=30)
+        rc = vm.exitcode()
+    except (TimeoutError, RuntimeError, EOFError, OSError) as e:
+        error, rc = error or str(e), None
+    finally:
+        g.stop()
+    why = error or "see " + log
+    ok = [d for d in done if d.get("status") == "completed"]
+    downtime = [d.get("downtime") for d in ok]
+    tap.case(len(ok) == MIGRATIONS, "e2e %s: %d of %d live migrations "
+             "during fio verify completed (downtime ms: %s; total ms: %s)" %
+             (name, len(ok), MIGRATIONS, downtime,
+              [d.get("total-time") for d in ok]), why)
+    for i in range(1, MIGRATIONS + 1):
+        for job in ("mig%d" % i, "mig%d-reverify" % i):
+            res = fio.get(job)
+            tap.case(res is not None and res["rc"] == "0" and
+                     res["bad"] == "0", "e2e %s: migrate: fio %s, 0 "
+                     "mismatches" % (name, job),
+                     error or "fio %s (see %s)" % (res, log))
+    tap.case(got["timeouts"] == 0 and rc == 0, "e2e %s: no nvme timeout, "
+             "abort or reset in the guest's log after the migrations (%s), "
+             "QEMU exits cleanly (status %s)" % (name, got["timeouts"], rc),
+             why)
 
 
 def drive(g, timeout, on_line):
@@ -363,6 +519,7 @@ def main():
                     tap.case(ok, "e2e %s: %s %s, 0 mismatches" %
                              (name, phase, job),
                              r["error"] or "fio %s (see %s)" % (res, log))
+            migrate(tap, name, img, devopts, extra, logs, backend, smp)
             if name in STRESS_CONFIGS:
                 stress(tap, name, img, devopts, extra, logs, backend, smp)
                 unplug(tap, name, img, devopts, extra, logs, backend, smp)
