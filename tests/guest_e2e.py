@@ -22,16 +22,15 @@ controller with QMP device_del while fio runs: the guest must see it go,
 QEMU must delete it (DEVICE_DELETED once the guest ejects the slot), stay
 up and exit cleanly.
 
-In every configuration, the migrate boot live-migrates the VM
-E2E_MIGRATIONS times (default 4) to a second QEMU on this host
-(-incoming, a unix socket), back and forth, each while a fio verify job
-runs in its own region; every job and a reverify of all of them after
-the last migration must pass, the guest's kernel log must have no nvme
-timeout, abort or reset, and QEMU must exit cleanly.  The downtime QEMU
-reports for each migration is in the case's name.
+In boot 1 the host also live-migrates the VM while each fio job runs,
+to a second QEMU on this host (-incoming, a unix socket) and on, back and
+forth: every migration must complete, every job verify, the guest's
+kernel log have no nvme timeout, abort or reset, and the last QEMU exit
+cleanly; boot 2 then verifies, on a fresh QEMU, what was written across
+the migrations.  The downtime QEMU reports for each migration is in the
+case's name.
 
-Environment: E2E_CONFIGS (comma list), E2E_MIGRATIONS, NVME_DP_QEMU,
-NVME_DP_GUEST.
+Environment: E2E_CONFIGS (comma list), NVME_DP_QEMU, NVME_DP_GUEST.
 """
 
 import os
@@ -86,19 +85,30 @@ JOBS_2CPU = [
 
 # The guest's /lib/nvdp.sh (guest/lib.sh) has nvdp_wait_disk, nvdp_mark
 # and nvdp_fio_verify.
+# With @MIGRATE@ = 1 the host live-migrates the VM while each job runs.
 JOB = r"""
 set -u
+hostdo() { nvdp_mark "$1" "$1"; }
 nvdp_wait_disk nvme0n1
 echo "NVDP oacs $(nvme id-ctrl /dev/nvme0 | awk '$1 == "oacs" { print $3 }')"
 run() {
 	name=$1; shift
-	nvdp_fio_verify $name nvme0n1 --randseed=4242 @MODE@ "$@"
+	if [ @MIGRATE@ = 1 ]; then
+		nvdp_fio_verify $name nvme0n1 --randseed=4242 @MODE@ "$@" &
+		pid=$!
+		sleep 0.5
+		hostdo migrate-$name
+		wait $pid
+	else
+		nvdp_fio_verify $name nvme0n1 --randseed=4242 @MODE@ "$@"
+	fi
 }
 @RUNS@
 # completions (interrupts) of each I/O queue
 echo "NVDP queue-irqs $(awk '$NF ~ /^nvme0q[1-9]/ { s = 0
 	for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i; else break
 	printf "%s=%d ", $NF, s }' /proc/interrupts)"
+echo "NVDP nvme-timeouts $(dmesg | grep nvme | grep -c -i -E 'timeout|abort|reset')"
 """
 
 
@@ -181,33 +191,6 @@ echo "NVDP fio-after-unplug rc=$?"
 """
 
 
-MIGRATE_JOB = HOSTDO + r"""
-set -u
-nvdp_wait_disk nvme0n1
-# a fio verify runs in its own 16 MiB region while the host migrates the
-# VM (to a second QEMU and back), once per migration
-i=1
-while [ $i -le @MIGRATIONS@ ]; do
-	nvdp_fio_verify mig$i nvme0n1 --bs=4k --iodepth=16 --randseed=$((90 + i)) \
-		--offset=$((i * 16))M --size=16M --do_verify=1 &
-	pid=$!
-	sleep 0.5
-	hostdo migrate$i
-	wait $pid
-	i=$((i + 1))
-done
-i=1
-while [ $i -le @MIGRATIONS@ ]; do
-	nvdp_fio_verify mig$i-reverify nvme0n1 --bs=4k --iodepth=16 \
-		--randseed=$((90 + i)) --offset=$((i * 16))M --size=16M \
-		--verify_only=1
-	i=$((i + 1))
-done
-echo "NVDP nvme-timeouts $(dmesg | grep nvme | grep -c -i -E 'timeout|abort|reset')"
-"""
-MIGRATIONS = int(os.environ.get("E2E_MIGRATIONS", "4"))
-
-
 def drain_console(sock, log):
     """The lines already on a console socket, without waiting for more."""
     buf = b""
@@ -253,27 +236,17 @@ def migrate_to(src, args, tmp):
     return dst, info
 
 
-def migrate(tap, name, img, devopts, extra, logs, backend=None, smp=1):
-    """fio verify while the VM migrates MIGRATIONS times between two
-    QEMUs on this host, then a reverify of everything written."""
-    log = os.path.join(logs, "e2e-%s-migrate.log" % name)
-    job = MIGRATE_JOB.replace("@MIGRATIONS@", str(MIGRATIONS))
-    g = nvdp_vm.Guest(job, disk_args(img, devopts, extra, backend),
-                      log=log, smp=smp)
-    fio, done, got, error = {}, [], {"timeouts": None}, None
-    vm = None
+def run_migrating(g, timeout, on_line):
+    """Boot @g, hand each serial line to @on_line until QEMU exits; on
+    "NVDP mark migrate..." live-migrate the VM to a new QEMU with the same
+    arguments, go on with that one, and answer the mark there.
 
-    def on_line(line):
-        if line.startswith("NVDP fio "):
-            parts = line.split()
-            fio[parts[2]] = dict(p.split("=") for p in parts[3:])
-        elif line.startswith("NVDP nvme-timeouts "):
-            got["timeouts"] = int(line.split()[2])
-
+    Returns (error, exit status, query-migrate of each migration)."""
+    done, error, rc = [], None, None
     try:
         g.start()
         vm = g.vm
-        end = time.monotonic() + 600
+        end = time.monotonic() + timeout
         reading = True
         while reading:
             reading = False
@@ -304,27 +277,10 @@ def migrate(tap, name, img, devopts, extra, logs, backend=None, smp=1):
         vm.wait(timeout=30)
         rc = vm.exitcode()
     except (TimeoutError, RuntimeError, EOFError, OSError) as e:
-        error, rc = error or str(e), None
+        error = error or str(e)
     finally:
         g.stop()
-    why = error or "see " + log
-    ok = [d for d in done if d.get("status") == "completed"]
-    downtime = [d.get("downtime") for d in ok]
-    tap.case(len(ok) == MIGRATIONS, "e2e %s: %d of %d live migrations "
-             "during fio verify completed (downtime ms: %s; total ms: %s)" %
-             (name, len(ok), MIGRATIONS, downtime,
-              [d.get("total-time") for d in ok]), why)
-    for i in range(1, MIGRATIONS + 1):
-        for job in ("mig%d" % i, "mig%d-reverify" % i):
-            res = fio.get(job)
-            tap.case(res is not None and res["rc"] == "0" and
-                     res["bad"] == "0", "e2e %s: migrate: fio %s, 0 "
-                     "mismatches" % (name, job),
-                     error or "fio %s (see %s)" % (res, log))
-    tap.case(got["timeouts"] == 0 and rc == 0, "e2e %s: no nvme timeout, "
-             "abort or reset in the guest's log after the migrations (%s), "
-             "QEMU exits cleanly (status %s)" % (name, got["timeouts"], rc),
-             why)
+    return error, rc, done
 
 
 def drive(g, timeout, on_line):
@@ -452,32 +408,33 @@ def jobs_for(smp):
     return JOBS + (JOBS_2CPU if smp > 1 else [])
 
 
-def boot(img, devopts, extra, verify_only, log, backend=None, smp=1):
+def boot(img, devopts, extra, verify_only, log, backend=None, smp=1,
+         migrate=False):
     runs = "\n".join("run %s %s" % (name, args)
                      for name, args in jobs_for(smp))
     job = JOB.replace("@RUNS@", runs).replace(
         "@MODE@", "--verify_only=1" if verify_only else "--do_verify=1")
+    job = job.replace("@MIGRATE@", "1" if migrate else "0")
     devargs = disk_args(img, devopts, extra, backend)
     g = nvdp_vm.Guest(job, devargs, log=log, smp=smp)
-    out = {"oacs": None, "fio": {}, "error": None, "queue_irqs": None}
-    try:
-        g.start()
-        for line in g.lines(300):
-            if line.startswith("NVDP oacs "):
-                out["oacs"] = line.split()[2]
-            elif line.startswith("NVDP fio "):
-                parts = line.split()
-                kv = dict(p.split("=") for p in parts[3:])
-                out["fio"][parts[2]] = kv
-            elif line.startswith("NVDP queue-irqs"):
-                out["queue_irqs"] = dict(p.split("=") for p in
-                                         line.split()[2:])
-            elif line.startswith("NVDP error"):
-                out["error"] = line
-    except (TimeoutError, RuntimeError, EOFError, OSError) as e:
-        out["error"] = str(e)
-    finally:
-        g.stop()
+    out = {"oacs": None, "fio": {}, "error": None, "queue_irqs": None,
+           "timeouts": None, "migrations": [], "rc": None}
+
+    def on_line(line):
+        if line.startswith("NVDP oacs "):
+            out["oacs"] = line.split()[2]
+        elif line.startswith("NVDP fio "):
+            parts = line.split()
+            kv = dict(p.split("=") for p in parts[3:])
+            out["fio"][parts[2]] = kv
+        elif line.startswith("NVDP queue-irqs"):
+            out["queue_irqs"] = dict(p.split("=") for p in
+                                     line.split()[2:])
+        elif line.startswith("NVDP nvme-timeouts "):
+            out["timeouts"] = int(line.split()[2])
+
+    out["error"], out["rc"], out["migrations"] = run_migrating(g, 300,
+                                                               on_line)
     return out
 
 
@@ -496,8 +453,24 @@ def main():
                                        ("reverify-after-reboot", True)):
                 log = os.path.join(logs, "e2e-%s-%s.log" % (name, phase))
                 r = boot(img, devopts, extra, verify_only, log, backend,
-                         smp)
+                         smp, migrate=not verify_only)
                 if phase == "write+verify":
+                    ok = [m for m in r["migrations"]
+                          if m.get("status") == "completed"]
+                    tap.case(len(ok) == len(jobs_for(smp)),
+                             "e2e %s: %d of %d live migrations, one during "
+                             "each fio job, completed (downtime ms: %s; "
+                             "total ms: %s)" %
+                             (name, len(ok), len(jobs_for(smp)),
+                              [m.get("downtime") for m in ok],
+                              [m.get("total-time") for m in ok]),
+                             r["error"] or "see " + log)
+                    tap.case(r["timeouts"] == 0 and r["rc"] == 0,
+                             "e2e %s: no nvme timeout, abort or reset in "
+                             "the guest's log after the migrations (%s), "
+                             "QEMU exits cleanly (status %s)" %
+                             (name, r["timeouts"], r["rc"]),
+                             r["error"] or "see " + log)
                     oacs = r["oacs"]
                     ok = oacs is not None and \
                         bool(int(oacs, 16) & 0x100) == dbbuf
@@ -519,7 +492,6 @@ def main():
                     tap.case(ok, "e2e %s: %s %s, 0 mismatches" %
                              (name, phase, job),
                              r["error"] or "fio %s (see %s)" % (res, log))
-            migrate(tap, name, img, devopts, extra, logs, backend, smp)
             if name in STRESS_CONFIGS:
                 stress(tap, name, img, devopts, extra, logs, backend, smp)
                 unplug(tap, name, img, devopts, extra, logs, backend, smp)
