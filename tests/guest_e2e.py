@@ -191,6 +191,14 @@ echo "NVDP fio-after-unplug rc=$?"
 """
 
 
+def unecho(line):
+    """The console echoes the host's "ack NAME" character by character: a
+    line a background job prints meanwhile may land inside the echo
+    ("ack migrate-5NVDP fio ..."); keep what starts at "NVDP "."""
+    i = line.find("NVDP ")
+    return line[i:] if i > 0 else line
+
+
 def drain_console(sock, log):
     """The lines already on a console socket, without waiting for more."""
     buf = b""
@@ -263,7 +271,7 @@ def run_migrating(g, timeout, on_line):
                     # what the guest printed on the source's console
                     # meanwhile (a fio job that ended)
                     for rest in drain_console(vm.console_socket, g.log):
-                        on_line(rest)
+                        on_line(unecho(rest))
                     vm.shutdown(hard=True)
                     vm = g.vm = dst
                     dst.console_socket.sendall(
@@ -273,7 +281,7 @@ def run_migrating(g, timeout, on_line):
                 if line.startswith("NVDP error"):
                     error = error or line
                 else:
-                    on_line(line)
+                    on_line(unecho(line))
         vm.wait(timeout=30)
         rc = vm.exitcode()
     except (TimeoutError, RuntimeError, EOFError, OSError) as e:
