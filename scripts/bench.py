@@ -48,7 +48,17 @@ are not in the default run and need BENCH_SMP and BENCH_JOBS above 1 to
 use more than one), BENCH_FILE_AIO (io_uring, native or threads: the
 "-file" configurations' aio= mode), BENCH_IDLE (s: after the last run,
 the guest does no I/O for this long and the host measures the device's
-threads over it: results.json's "idle", the last table).
+threads over it: results.json's "idle", the last table), BENCH_COALESCE
+(the Interrupt Coalescing value of the "+ic" configurations, default
+0x107).
+
+"NAME+ic", for each NVMe configuration NAME: the same, with the guest
+setting Interrupt Coalescing (Feature 08h) with nvme-cli before the runs,
+to BENCH_COALESCE: bits 7:0 the Aggregation Threshold (0's based), bits
+15:8 the Aggregation Time in 100 us; the default is 8 entries or 100 us.
+The guest reads the value back and the run fails if the device did not
+take it.  Not in the default run: name them in BENCH_CONFIGS, beside
+NAME, for a side-by-side comparison.
 """
 
 import datetime
@@ -101,7 +111,14 @@ CONFIGS = {n: ("nvme" if nvdp_configs.CONFIGS[n].kind == "nvme" else "virtio",
 # the "-iothreads" configurations need BENCH_SMP and BENCH_JOBS above 1 to
 # use more than one queue: not in the default run
 MANY = [n for n in BENCH_NAMES if nvdp_configs.CONFIGS[n].iothreads == "many"]
-DEFAULT_CONFIGS = [n for n in CONFIGS if n not in MANY]
+# "NAME+ic": NAME with the guest setting Interrupt Coalescing
+COALESCE = int(os.environ.get("BENCH_COALESCE", "0x107"), 0)
+for _n in BENCH_NAMES:
+    if CONFIGS[_n][0] == "nvme":
+        CONFIGS[_n + "+ic"] = (CONFIGS[_n][0], CONFIGS[_n][1],
+                               CONFIGS[_n][2] + "; the guest sets Interrupt "
+                               "Coalescing (Feature 08h) to 0x%x" % COALESCE)
+DEFAULT_CONFIGS = [n for n in BENCH_NAMES if n not in MANY]
 QUICK_CONFIGS = ["nvme-mmio", "nvme-dbbuf", "nvme-ioeventfd", "virtio-blk"]
 
 JOB = r"""
@@ -131,6 +148,15 @@ mark() {
 		exit 1
 }
 echo "NVDP info kernel=$(uname -r) fio=$(fio --version)"
+if [ -n "@COALESCE@" ]; then
+	# Interrupt Coalescing, as an operator sets it; read back
+	nvme set-feature /dev/nvme0 --feature-id=8 --value=@COALESCE@ \
+		> /dev/null 2>&1
+	rc=$?
+	v=$(nvme get-feature /dev/nvme0 --feature-id=8 --sel=0 2>&1 |
+		sed -n 's/.*Current value:\(0x[0-9a-fA-F]*\).*/\1/p')
+	echo "NVDP coalesce rc=$rc value=${v:-none}"
+fi
 fio_run() { # fio_run NAME SECONDS ARGS...
 	name=$1 secs=$2
 	shift 2
@@ -299,7 +325,7 @@ def file_image():
 
 def backend_args(name):
     """-blockdev arguments of node d0 for @name."""
-    if nvdp_configs.CONFIGS[name].backend == "file":
+    if nvdp_configs.CONFIGS[name.split("+")[0]].backend == "file":
         img = file_image()
         if FILE_AIO == "native" and not nvdp_configs.o_direct_works(img):
             sys.exit("bench: BENCH_FILE_AIO=native needs O_DIRECT, which "
@@ -316,6 +342,8 @@ def run_config(name, accel, qds, opts, outdir, progress):
     for k, v in {"@DEV@": "nvme0n1" if kind == "nvme" else "vda",
                  "@KIND@": kind,
                  "@IRQ@": "nvme0q[1-9]" if kind == "nvme" else "virtio0-req",
+                 "@COALESCE@": "0x%x" % COALESCE if name.endswith("+ic")
+                               else "",
                  "@QDS@": " ".join(str(q) for q in qds),
                  "@JOBS@": str(opts["jobs"]),
                  "@RUNTIME@": str(opts["runtime"]),
@@ -340,6 +368,15 @@ def run_config(name, accel, qds, opts, outdir, progress):
             elif line.startswith("NVDP info"):
                 info = dict(p.split("=", 1) for p in line.split()[2:]
                             if "=" in p)
+            elif line.startswith("NVDP coalesce"):
+                kv = dict(p.split("=", 1) for p in line.split()[2:])
+                if kv.get("rc") != "0" or kv.get("value") == "none" or \
+                        int(kv["value"], 16) != COALESCE:
+                    raise RuntimeError("%s: the guest could not set "
+                                       "Interrupt Coalescing: %s" %
+                                       (name, line))
+                say("bench: %s: Interrupt Coalescing 0x%x set and read "
+                    "back" % (name, COALESCE))
             elif line.startswith("NVDP mark"):
                 what, kv = nvdp_vm.parse_mark(line)
                 marks[(what, kv["qd"])] = (sampler.sample(), kv)
@@ -361,6 +398,8 @@ def run_config(name, accel, qds, opts, outdir, progress):
                 rec["poll"] = poll_opts(accel) if "@POLL@" in \
                     " ".join(CONFIGS[name][1]) else None
                 rec["guest_kernel"] = info.get("kernel")
+                rec["interrupt_coalescing"] = "0x%x" % COALESCE \
+                    if name.endswith("+ic") else None
                 records.append(rec)
     finally:
         g.stop()
