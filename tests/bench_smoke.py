@@ -33,7 +33,7 @@ def main():
     env = dict(os.environ, BENCH_QUICK="1", BENCH_OUT=out, BENCH_RUNTIME="2",
                BENCH_RAMP="1",
                BENCH_CONFIGS="nvme-mmio,nvme-dbbuf,nvme-ioeventfd,virtio-blk,"
-               "nvme-iothread-poll-file")
+               "nvme-iothread-poll-file,nvme-iothread+ic")
     p = subprocess.run([os.path.join(TOP, "scripts", "bench.py")], env=env,
                        text=True, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT)
@@ -112,6 +112,15 @@ def main():
          frec.get("window_ios", 0) > 0,
          "bench: nvme-iothread-poll-file reads a raw image with "
          "aio=io_uring", "backend_args: %r" % fargs)
+    ic = [r for r in recs if r["config"] == "nvme-iothread+ic"]
+    case(len(ic) == 2 and
+         all(r.get("interrupt_coalescing") == "0x107" for r in ic) and
+         "Interrupt Coalescing 0x107 set and read back" in p.stdout and
+         all(r.get("interrupt_coalescing") is None for r in recs
+             if r["config"] != "nvme-iothread+ic"),
+         "bench: nvme-iothread+ic: the guest sets Interrupt Coalescing with "
+         "nvme-cli and reads it back; the records say so, and only theirs",
+         "%s" % [(r["config"], r.get("interrupt_coalescing")) for r in recs])
     idles = data.get("idle", []) if recs else []
     idle_cfgs = sorted(r["config"] for r in idles)
     case(idle_cfgs == sorted(env["BENCH_CONFIGS"].split(",")),
