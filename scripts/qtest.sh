@@ -26,7 +26,7 @@ qos=/x86_64/pc/i440FX-pcihost/pci-bus-pc/pci-bus/nvme/nvme-tests
 run() { # run NAME BINARY ARGS...
 	local name=$1 bin=$2; shift 2
 	echo "# qtest: $name"
-	timeout 600 "$bin" --tap -k "$@" >"$logs/qtest-$name.tap" 2>"$logs/qtest-$name.err"
+	timeout 1500 "$bin" --tap -k "$@" >"$logs/qtest-$name.tap" 2>"$logs/qtest-$name.err"
 	local rc=$?
 	grep -E '^(not ok|ok|1\.\.)' "$logs/qtest-$name.tap" | sed 's/^/#   /'
 	[ $rc -eq 0 ] || { echo "# qtest: $name exited $rc; stderr:"; tail -n 20 "$logs/qtest-$name.err" | sed 's/^/#   /'; }
