@@ -1,7 +1,7 @@
 # nvme-dataplane: a patch queue for QEMU's hw/nvme, and its tooling.
 # Each target is a thin call into one script; see README.md.
 
-.PHONY: all deps tree export build qtest guest check check-asan fuzz bench bench-device clean help
+.PHONY: all deps tree export build qtest guest check check-asan check-tsan fuzz bench bench-device clean help
 
 all: build
 
@@ -14,6 +14,7 @@ help:
 	@echo "make guest   build/guest: the Linux guest (kernel + initramfs) from Debian packages"
 	@echo "make check   all tests, from patches/ as committed"
 	@echo "make check-asan  the NVMe qtests against an AddressSanitizer build"
+	@echo "make check-tsan  the threaded NVMe qtests against a ThreadSanitizer build (TSAN_TOPICS)"
 	@echo "make fuzz    generic-fuzz campaign on the NVMe configs (FUZZ_SECONDS each)"
 	@echo "make bench   the benchmark"
 	@echo "make bench-device  the device benchmark without a guest (blk-bench)"
@@ -43,6 +44,9 @@ check-asan: tree
 	@scripts/build.sh --asan --builddir build/asan-build \
 		qemu-system-x86_64 tests/qtest/qos-test tests/qtest/nvme-io-test unit
 	@scripts/qtest.sh --builddir build/asan-build --logs build/asan-logs --check
+
+check-tsan: tree
+	@scripts/tsan.sh
 
 fuzz: tree
 	@scripts/fuzz.sh

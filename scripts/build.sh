@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Configure (once, or when the options change) and build qemu-system-x86_64
 # and the qtest binaries the project's tests run.  Incremental.
-#   build.sh [--tree DIR] [--builddir DIR] [--asan | --fuzz | --valgrind]
+#   build.sh [--tree DIR] [--builddir DIR] [--asan | --tsan | --fuzz | --valgrind]
 #            [ninja targets...]   ("unit": the unit tests of unit_tests.sh)
+# --tsan: clang with ThreadSanitizer (make check-tsan; scripts/tsan.sh).
 # --fuzz: clang with libFuzzer, AddressSanitizer and UBSan (qemu-fuzz-x86_64).
 # --valgrind: without io_uring, which valgrind 3.19 cannot run QEMU with (a
 # thread blocked in io_uring_enter keeps valgrind's lock).
@@ -12,12 +13,14 @@ tree=$top/build/qemu
 bdir=
 extra=()
 fuzz=
+tsan=
 valgrind=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--tree) tree=$2; shift 2 ;;
 	--builddir) bdir=$2; shift 2 ;;
 	--asan) extra+=(--enable-asan); shift ;;
+	--tsan) tsan=1; extra+=(--enable-tsan); shift ;;
 	--fuzz) fuzz=1; extra+=(--enable-fuzzing --enable-asan --enable-ubsan); shift ;;
 	--valgrind) valgrind=1; shift ;;
 	*) break ;;
@@ -43,7 +46,7 @@ die() { echo "build: $*" >&2; exit 1; }
 [ -d "$tree" ] || die "no source tree at $tree: run 'make tree' first"
 
 cc=cc cxx=c++
-[ -z "$fuzz" ] || { cc=clang; cxx=clang++; }
+[ -z "$fuzz$tsan" ] || { cc=clang; cxx=clang++; }
 command -v "$cc" >/dev/null || die "no $cc: run make deps"
 if command -v ccache >/dev/null; then
 	cc="ccache $cc" cxx="ccache $cxx"
@@ -60,7 +63,7 @@ args=(--cc="$cc" --python=/usr/bin/python3 --target-list=x86_64-softmmu
 	--without-default-features --enable-kvm --enable-linux-aio "$uring"
 	--disable-docs --disable-download --disable-install-blobs
 	--firmwarepath="$fwpath" "${extra[@]}")
-[ -z "$fuzz" ] || args+=(--cxx="$cxx")
+[ -z "$fuzz$tsan" ] || args+=(--cxx="$cxx")
 
 stamp=$bdir/.nvme-dp-configure
 want=$(printf '%s\n' "$tree" "${args[@]}")

@@ -7,6 +7,8 @@
 #      emulator and the nvme qtests
 #   5. the nvme qtests, upstream's and ours, against the full series, and
 #      the libvirt example of nvme.rst (tests/docs_examples.py)
+#   5b. the iothread and iothreads qtests under ThreadSanitizer
+#      (scripts/tsan.sh; CHECK_TSAN_TOPICS)
 #   6. end-to-end tests in a Linux guest (fio verify in each NVMe config,
 #      and live migration under fio verify)
 #   7. the freestanding KVM test guest, under TCG and, where it runs, KVM
@@ -129,6 +131,28 @@ if [ -n "$applied" ]; then
 	else
 		tail -n 30 "$logs/build.log" | sed 's/^/#   /'
 		notok "build of the full series (see $logs/build.log)"
+	fi
+
+	echo "# 5b. ThreadSanitizer: ${CHECK_TSAN_TOPICS:-iothread iothreads} (make check-tsan runs all)"
+	# its own verdict line (tsan_report.py) counts as one test
+	NVME_DP_TSAN_TOPICS=${CHECK_TSAN_TOPICS:-iothread iothreads}
+	TSAN_TOPICS=$NVME_DP_TSAN_TOPICS "$top/scripts/tsan.sh" --tree "$tree" \
+		--builddir "$chk/tsan-build" --logs "$logs/tsan" \
+		>"$logs/tsan.log" 2>&1
+	if [ -d "$logs/tsan" ] && ls "$logs"/tsan/tsan-*.tap >/dev/null 2>&1; then
+		for f in "$logs"/tsan/tsan-*.tap; do
+			n=$(basename "$f" .tap)
+			count_tap "$f" "$n"
+		done
+		grep -E '^# (tsan|ThreadSanitizer|  - )' "$logs/tsan.log" | sed 's/^/#   /'
+		if grep -q "^ok - ThreadSanitizer: no report in the series' code" "$logs/tsan.log"; then
+			ok "tsan: no ThreadSanitizer report in the series' code"
+		else
+			notok "tsan: ThreadSanitizer reports in the series' code (see $logs/tsan.log)"
+		fi
+	else
+		tail -n 30 "$logs/tsan.log" | sed 's/^/#   /'
+		notok "tsan: build or run (see $logs/tsan.log)"
 	fi
 
 	echo "# 6. guest end-to-end tests (Linux guest, TCG)"

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# make check-tsan: the NVMe qtests of the modes with threads against a
+# ThreadSanitizer build (clang; build/tsan-build), judged by
+# scripts/tsan_report.py.
+#
+#   tsan.sh [--no-build] [--builddir DIR] [--logs DIR] [TOPIC...]
+#
+# TOPIC is a topic of nvme-io-test (iothread, iothreads, poll, coalescing,
+# migration, quiesce, shadow, irq, queue, data, errors); default
+# $TSAN_TOPICS, or all of these.  Of the
+# iothread and iothreads topics every test runs; of the others, the tests
+# whose mode has an iothread (a path with "iothread" in it): the main loop
+# modes have no second thread to race with.  Each topic is one run of
+# nvme-io-test, its TAP in LOGS/tsan-TOPIC.tap; the reports of the test
+# binary and of every QEMU it starts go to LOGS/tsan-TOPIC.report.PID.
+#
+# The verdict (tsan_report.py): a qtest that fails fails; a report with a
+# frame in hw/nvme or on a line the series added or changed elsewhere
+# fails; a report only in upstream code is listed and counted, not failed.
+# Upstream races known here are suppressed by scripts/tsan-suppressions.txt
+# (each with its reason; none may name hw/nvme).  Ends with
+# "N passed, N failed, N skipped" over the qtests and one line for reports.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+tree=$top/build/qemu
+bdir=$top/build/tsan-build
+logs=$top/build/tsan-logs
+build=1
+topics=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--no-build) build=; shift ;;
+	--builddir) bdir=$2; shift 2 ;;
+	--logs) logs=$2; shift 2 ;;
+	--tree) tree=$2; shift 2 ;;
+	-*) echo "tsan: unknown option $1" >&2; exit 2 ;;
+	*) topics+=("$1"); shift ;;
+	esac
+done
+[ ${#topics[@]} -gt 0 ] || read -r -a topics <<<"${TSAN_TOPICS:-iothread iothreads poll coalescing migration quiesce shadow irq queue data errors}"
+
+if [ -n "$build" ]; then
+	"$top/scripts/build.sh" --tsan --tree "$tree" --builddir "$bdir" \
+		qemu-system-x86_64 tests/qtest/nvme-io-test || exit 1
+fi
+bin=$bdir/tests/qtest/nvme-io-test
+[ -x "$bin" ] && [ -x "$bdir/qemu-system-x86_64" ] ||
+	{ echo "tsan: no TSan build in $bdir: run make check-tsan" >&2; exit 1; }
+
+mkdir -p "$logs"
+rm -f "$logs"/tsan-*
+# One suppressions file: upstream's (tests/tsan/, its reasons there) and
+# the project's.
+supp=$logs/suppressions.txt
+rules=$top/scripts/tsan-suppressions.txt
+{
+	cat "$tree/tests/tsan/suppressions.tsan" 2>/dev/null
+	grep -v '^top:' "$rules"
+} >"$supp"
+if grep -v '^#' "$rules" | sed 's/#.*//' | grep -q -i nvme; then
+	echo "tsan: scripts/tsan-suppressions.txt names nvme code: races there are fixed, not suppressed" >&2
+	exit 1
+fi
+
+export QTEST_QEMU_BINARY=$bdir/qemu-system-x86_64
+# glib 2.74's slice allocator hands memory between threads under its own
+# (uninstrumented) locks: every GArray looks racy.  Plain malloc instead.
+export G_SLICE=always-malloc
+# libqtest forks this multi-threaded binary to exec QEMU: die_after_fork=0.
+# Reports are collected (log_path) and judged afterwards, not fatal.
+base_opts="suppressions=$supp die_after_fork=0 halt_on_error=0 exitcode=0"
+base_opts+=" detect_deadlocks=0 history_size=4 second_deadlock_stack=1"
+
+for t in "${topics[@]}"; do
+	paths=()
+	while IFS= read -r p; do
+		case $t in
+		iothread | iothreads | poll) paths+=(-p "$p") ;;
+		*) case $p in *iothread*) paths+=(-p "$p") ;; esac ;;
+		esac
+	done < <("$bin" -l 2>/dev/null | grep "^/x86_64/nvme-io/$t/")
+	if [ ${#paths[@]} -eq 0 ]; then
+		echo "tsan: topic $t has no test with an iothread" >&2
+		printf '1..1\nnot ok 1 - %s: no test with an iothread\n' "$t" >"$logs/tsan-$t.tap"
+		continue
+	fi
+	echo "# tsan: $t ($((${#paths[@]} / 2)) tests)"
+	start=$(date +%s)
+	TSAN_OPTIONS="$base_opts log_path=$logs/tsan-$t.report" \
+		timeout 3000 "$bin" --tap -k "${paths[@]}" \
+		>"$logs/tsan-$t.tap" 2>"$logs/tsan-$t.err"
+	rc=$?
+	grep -E '^(not ok|1\.\.)' "$logs/tsan-$t.tap" | sed 's/^/#   /'
+	echo "#   $t: exit $rc, $(($(date +%s) - start)) s"
+	[ $rc -eq 0 ] || tail -n 20 "$logs/tsan-$t.err" | sed 's/^/#   /'
+done
+
+exec python3 "$top/scripts/tsan_report.py" --tree "$tree" --builddir "$bdir" --logs "$logs" \
+	--rules "$rules"

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Judge a make check-tsan run (scripts/tsan.sh).
+
+  tsan_report.py --tree DIR --logs DIR [--builddir DIR] [--base REF]
+                 [--rules FILE]
+
+Reads LOGS/tsan-*.tap (the qtests) and LOGS/tsan-*.report.* (what
+ThreadSanitizer wrote, from the test binary and every QEMU it started).
+A report is the series' when a frame of one of its access stacks (not
+the allocation, mutex or thread creation stacks) is in hw/nvme, or on a
+line that the commits BASE..HEAD of the tree added or changed.  Those
+fail the run; reports only in upstream code are listed and counted.
+
+FILE's "top:FUNC # reason" lines (scripts/tsan-suppressions.txt) account
+for a report whose access stack's innermost frame in QEMU (past memcpy and
+the other libc interceptors) is FUNC, an upstream function whose races
+are known: upstream's, not the series', however deep the series' frames
+are below it.  TSan's own "race:" suppressions match any frame, which
+would hide a race of the series reached through them; "top:" does not.
+
+Prints each distinct report once (with how often it was seen), then
+"N passed, N failed, N skipped" for the qtests plus one for the series'
+reports; exits 1 if anything failed.
+"""
+
+import argparse
+import collections
+import glob
+import os
+import re
+import subprocess
+import sys
+
+FRAME = re.compile(r'^\s+#(\d+) (\S+) (.*?)(?: \(\S+\+0x[0-9a-f]+\))?'
+                   r'(?: \(BuildId: [0-9a-f]+\))?$')
+HEADER = re.compile(r'^  (\S.*):$')
+ACCESS = re.compile(r'(?:read|write|Read|Write) of size')
+
+
+def changed_lines(tree, base):
+    """{path: set(lines)} the commits base..HEAD added or changed."""
+    out = subprocess.run(['git', '-C', tree, 'diff', '-U0', '--no-color',
+                          base, 'HEAD', '--'], capture_output=True,
+                         text=True, check=True).stdout
+    lines = collections.defaultdict(set)
+    path = None
+    for line in out.splitlines():
+        if line.startswith('+++ '):
+            path = line[6:] if line.startswith('+++ b/') else None
+        elif line.startswith('@@') and path:
+            m = re.match(r'@@ -\S+ \+(\d+)(?:,(\d+))? @@', line)
+            start, count = int(m.group(1)), int(m.group(2) or 1)
+            lines[path].update(range(start, start + count))
+    return lines
+
+
+def parse_reports(text):
+    """Each report: (kind, [(header, [frames])], summary)."""
+    reports = []
+    for block in text.split('==================\n'):
+        m = re.search(r'WARNING: ThreadSanitizer: (.*?)(?: \(pid=\d+\))?\n', block)
+        if not m:
+            continue
+        kind = m.group(1)
+        sections = []
+        cur = None
+        for line in block.splitlines():
+            h = HEADER.match(line)
+            if h:
+                cur = (h.group(1), [])
+                sections.append(cur)
+                continue
+            f = FRAME.match(line)
+            if f and cur is not None:
+                cur[1].append((f.group(2), f.group(3)))
+        s = re.search(r'^SUMMARY: ThreadSanitizer: (.*)$', block, re.M)
+        reports.append((kind, sections, s.group(1) if s else kind))
+    return reports
+
+
+def frame_source(loc, tree, bdir):
+    """'../qemu/hw/nvme/ctrl.c:123:5' -> ('hw/nvme/ctrl.c', 123)"""
+    m = re.match(r'(.+?):(\d+)(?::\d+)?$', loc)
+    if not m:
+        return None, None
+    path = m.group(1)
+    if not os.path.isabs(path):
+        path = os.path.join(bdir, path)
+    rel = os.path.relpath(os.path.normpath(path), tree)
+    if rel.startswith('..'):
+        return None, None
+    return rel, int(m.group(2))
+
+
+LIBC = re.compile(r'^(__interceptor_|__tsan_|__sanitizer_)|^(memcpy|memmove|'
+                  r'memset|memcmp|free|malloc|calloc|realloc|'
+                  r'posix_memalign|pthread_\w+)$')
+
+
+def innermost(frames):
+    """The first frame that is QEMU's own, not libc or a header's wrapper."""
+    for func, loc in frames:
+        if LIBC.search(func) or loc.startswith('/usr/include/') or \
+                loc.startswith('<null>') or '/include/qemu/bswap.h' in loc:
+            continue
+        return func
+    return None
+
+
+def load_rules(path):
+    rules = []
+    for line in open(path):
+        line = line.split('#', 1)[0].strip()
+        if line.startswith('top:'):
+            rules.append(line[4:].strip())
+    return rules
+
+
+def access_sections(sections):
+    return [s for s in sections
+            if ACCESS.search(s[0]) and not s[0].startswith('Location')]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--tree', required=True)
+    ap.add_argument('--logs', required=True)
+    ap.add_argument('--builddir')
+    ap.add_argument('--base', default='upstream')
+    ap.add_argument('--rules')
+    a = ap.parse_args()
+    tree = os.path.realpath(a.tree)
+    bdir = os.path.realpath(a.builddir or os.path.join(os.path.dirname(tree),
+                                                      'tsan-build'))
+    changed = changed_lines(tree, a.base)
+    rules = load_rules(a.rules) if a.rules else []
+    accounted = collections.Counter()
+
+    # the qtests
+    passed = failed = skipped = 0
+    for tap in sorted(glob.glob(os.path.join(a.logs, 'tsan-*.tap'))):
+        plan = seen = 0
+        for line in open(tap, errors='replace'):
+            if re.match(r'^1\.\.\d+', line):
+                plan = int(line[3:].split()[0])
+            elif line.startswith('not ok '):
+                seen += 1
+                failed += 1
+                print('not ok - %s: %s' % (os.path.basename(tap), line[7:].strip()))
+            elif line.startswith('ok '):
+                seen += 1
+                if '# SKIP' in line:
+                    skipped += 1
+                else:
+                    passed += 1
+        if seen < plan:
+            failed += plan - seen
+            print('not ok - %s: %d of %d tests did not report (crash or hang)'
+                  % (os.path.basename(tap), plan - seen, plan))
+        if plan == 0 and seen == 0:
+            failed += 1
+            print('not ok - %s: ran no test' % os.path.basename(tap))
+
+    # the reports
+    distinct = collections.OrderedDict()
+    total = 0
+    for f in sorted(glob.glob(os.path.join(a.logs, 'tsan-*.report.*'))):
+        topic = os.path.basename(f).split('.')[0][5:]
+        for kind, sections, summary in parse_reports(open(f, errors='replace').read()):
+            total += 1
+            tops = [innermost(fr) for _, fr in access_sections(sections)]
+            rule = next((r for r in rules if r in tops), None)
+            if rule:
+                accounted[rule] += 1
+                continue
+            ours = []
+            key_frames = []
+            for header, frames in access_sections(sections) or sections[:1]:
+                top = []
+                for func, loc in frames:
+                    path, line = frame_source(loc, tree, bdir)
+                    if path and (path.startswith('hw/nvme/') or
+                                 line in changed.get(path, ())):
+                        ours.append('%s %s:%d' % (func, path, line))
+                    if len(top) < 3:
+                        top.append(func)
+                key_frames.append(tuple(top))
+            key = (kind, tuple(sorted(key_frames)))
+            d = distinct.setdefault(key, {'count': 0, 'topics': set(),
+                                          'ours': ours, 'summary': summary,
+                                          'sections': sections, 'file': f})
+            d['count'] += 1
+            d['topics'].add(topic)
+
+    series = [d for d in distinct.values() if d['ours']]
+    upstream = [d for d in distinct.values() if not d['ours']]
+    for title, group in (('in code of the series', series),
+                         ('in upstream code only', upstream)):
+        if not group:
+            continue
+        print('# ThreadSanitizer reports %s: %d distinct' % (title, len(group)))
+        for d in group:
+            print('#  - %s  (x%d; %s; e.g. %s)' % (d['summary'], d['count'],
+                  ' '.join(sorted(d['topics'])), os.path.basename(d['file'])))
+            for header, frames in access_sections(d['sections']):
+                print('#      %s' % header)
+                for func, loc in frames[:6]:
+                    print('#        %s %s' % (func, loc))
+            if d['ours']:
+                print('#      series frames: %s' % '; '.join(d['ours'][:4]))
+    for rule, n in accounted.most_common():
+        print('# accounted by top:%s: %d' % (rule, n))
+    print('# tsan: %d reports: %d accounted by top: rules; %d distinct others: '
+          '%d in the series\' code, %d upstream only'
+          % (total, sum(accounted.values()), len(distinct), len(series),
+             len(upstream)))
+    if series:
+        print('not ok - ThreadSanitizer: %d distinct reports in the series\' code'
+              % len(series))
+        failed += 1
+    else:
+        passed += 1
+        print('ok - ThreadSanitizer: no report in the series\' code')
+    print('%d passed, %d failed, %d skipped' % (passed, failed, skipped))
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
