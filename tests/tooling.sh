@@ -258,6 +258,56 @@ PY
 }
 tap "configs: -iothreads configurations: JSON -device, iothread-vq-mapping, an -object per iothread" configs_iothreads
 
+# The ThreadSanitizer checker: a report with a frame in hw/nvme fails, one
+# whose access's innermost frame a top: rule names is accounted, one only
+# in upstream code is listed; a test that did not report fails.
+tsan_checker() {
+	local d=$work/tsan t=$work/tsan/tree
+	mkdir -p "$d/logs" "$t/hw/nvme" "$t/util" "$d/build"
+	git -C "$t" init -q
+	printf 'int a;\n' >"$t/util/x.c"
+	printf 'int b;\n' >"$t/hw/nvme/ctrl.c"
+	git -C "$t" add . && git -C "$t" -c user.name=t -c user.email=t@t commit -qm base
+	git -C "$t" tag upstream
+	printf 'ok 1 /a\nok 2 /b\n1..2\n' >"$d/logs/tsan-x.tap"
+	report() { # FUNC FILE: a race whose first access is FUNC in FILE
+		cat <<R
+==================
+WARNING: ThreadSanitizer: data race (pid=1)
+  Write of size 4 at 0x1 by thread T1:
+    #0 memcpy <null> (qemu-system-x86_64+0x1) (BuildId: ab)
+    #1 $1 ../tree/$2:1:2 (qemu-system-x86_64+0x2) (BuildId: ab)
+    #2 caller ../tree/util/x.c:1 (qemu-system-x86_64+0x3) (BuildId: ab)
+
+  Previous read of size 4 at 0x1 by main thread:
+    #0 reader ../tree/util/x.c:1:1
+
+SUMMARY: ThreadSanitizer: data race ../tree/$2:1:2 in $1
+==================
+R
+	}
+	printf 'top:known # a reason\n' >"$d/rules"
+	report upstream_fn util/x.c >"$d/logs/tsan-x.report.1"
+	report known util/x.c >>"$d/logs/tsan-x.report.1"
+	python3 "$top/scripts/tsan_report.py" --tree "$t" --builddir "$d/build" \
+		--logs "$d/logs" --rules "$d/rules" >"$d/out1"
+	grep -q '1 upstream only' "$d/out1"
+	grep -q 'accounted by top:known: 1' "$d/out1"
+	grep -q '^3 passed, 0 failed' "$d/out1"
+	report nvme_fn hw/nvme/ctrl.c >>"$d/logs/tsan-x.report.1"
+	# (not "! cmd": errexit ignores an inverted status)
+	if python3 "$top/scripts/tsan_report.py" --tree "$t" --builddir "$d/build" \
+		--logs "$d/logs" --rules "$d/rules" >"$d/out2"; then false; fi
+	grep -q "1 in the series' code" "$d/out2"
+	grep -q 'series frames: nvme_fn hw/nvme/ctrl.c:1' "$d/out2"
+	printf 'ok 1 /a\n1..2\n' >"$d/logs/tsan-x.tap"
+	rm "$d/logs/tsan-x.report.1"
+	if python3 "$top/scripts/tsan_report.py" --tree "$t" --builddir "$d/build" \
+		--logs "$d/logs" --rules "$d/rules" >"$d/out3"; then false; fi
+	grep -q 'did not report' "$d/out3"
+}
+tap "tsan_report.py: hw/nvme frames fail, top: rules account, a missing test fails" tsan_checker
+
 # The harness itself: a failing step in the middle of a case fails it.
 harness_fails() { false; true; }
 ( tap "harness" harness_fails ) >"$work/harness.out"
