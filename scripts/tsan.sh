@@ -6,7 +6,8 @@
 #   tsan.sh [--no-build] [--builddir DIR] [--logs DIR] [TOPIC...]
 #
 # TOPIC is a topic of nvme-io-test (iothread, iothreads, poll, coalescing,
-# migration, quiesce, shadow, irq, queue, data, errors); default
+# migration, quiesce, shadow, irq, queue, data: errors has no iothread
+# test); default
 # $TSAN_TOPICS, or all of these.  Of the
 # iothread and iothreads topics every test runs; of the others, the tests
 # whose mode has an iothread (a path with "iothread" in it): the main loop
@@ -37,7 +38,7 @@ while [ $# -gt 0 ]; do
 	*) topics+=("$1"); shift ;;
 	esac
 done
-[ ${#topics[@]} -gt 0 ] || read -r -a topics <<<"${TSAN_TOPICS:-iothread iothreads poll coalescing migration quiesce shadow irq queue data errors}"
+[ ${#topics[@]} -gt 0 ] || read -r -a topics <<<"${TSAN_TOPICS:-iothread iothreads poll coalescing migration quiesce shadow irq queue data}"
 
 if [ -n "$build" ]; then
 	"$top/scripts/build.sh" --tsan --tree "$tree" --builddir "$bdir" \
