@@ -6,10 +6,9 @@
 #   tsan.sh [--no-build] [--builddir DIR] [--logs DIR] [TOPIC...]
 #
 # TOPIC is a topic of nvme-io-test (iothread, iothreads, poll, coalescing,
-# migration, quiesce, shadow, irq, queue, data: errors has no iothread
-# test); default
-# $TSAN_TOPICS, or all of these.  Of the
-# iothread and iothreads topics every test runs; of the others, the tests
+# migration, quiesce, shadow, irq, queue, data; errors has no test with
+# an iothread); default $TSAN_TOPICS, or all of these.  Of the iothread,
+# iothreads and poll topics every test runs; of the others, the tests
 # whose mode has an iothread (a path with "iothread" in it): the main loop
 # modes have no second thread to race with.  Each topic is one run of
 # nvme-io-test, its TAP in LOGS/tsan-TOPIC.tap; the reports of the test
