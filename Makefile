@@ -1,7 +1,7 @@
 # nvme-dataplane: a patch queue for QEMU's hw/nvme, and its tooling.
 # Each target is a thin call into one script; see README.md.
 
-.PHONY: all deps tree export build qtest guest check check-asan check-tsan fuzz bench bench-device clean help
+.PHONY: all deps tree export build qtest guest check check-asan check-tsan soak fuzz bench bench-device clean help
 
 all: build
 
@@ -15,6 +15,7 @@ help:
 	@echo "make check   all tests, from patches/ as committed"
 	@echo "make check-asan  the NVMe qtests against an AddressSanitizer build"
 	@echo "make check-tsan  the threaded NVMe qtests against a ThreadSanitizer build (TSAN_TOPICS)"
+	@echo "make soak    the seeded, model-checked soak of every data-plane mode (SOAK_SECONDS each)"
 	@echo "make fuzz    generic-fuzz campaign on the NVMe configs (FUZZ_SECONDS each)"
 	@echo "make bench   the benchmark"
 	@echo "make bench-device  the device benchmark without a guest (blk-bench)"
@@ -42,11 +43,16 @@ check: deps
 
 check-asan: tree
 	@scripts/build.sh --asan --builddir build/asan-build \
-		qemu-system-x86_64 tests/qtest/qos-test tests/qtest/nvme-io-test unit
+		qemu-system-x86_64 tests/qtest/qos-test tests/qtest/nvme-io-test \
+		tests/qtest/nvme-soak unit
 	@scripts/qtest.sh --builddir build/asan-build --logs build/asan-logs --check
+	@SOAK_SECONDS=$${SOAK_SECONDS:-3} scripts/soak.sh --asan --no-build
 
 check-tsan: tree
 	@scripts/tsan.sh
+
+soak: tree
+	@scripts/soak.sh
 
 fuzz: tree
 	@scripts/fuzz.sh

@@ -29,7 +29,7 @@ done
 bdir=${bdir:-$top/build/qemu-build}
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(qemu-system-x86_64 tests/qtest/qos-test tests/qtest/nvme-io-test
-	tests/qtest/blk-bench unit)
+	tests/qtest/blk-bench tests/qtest/nvme-soak unit)
 # "unit": the AioContext unit tests of scripts/unit_tests.sh
 . "$top/scripts/unit_tests.sh"
 expanded=()
@@ -91,6 +91,7 @@ for t in "${targets[@]}"; do
 	case $t in
 	tests/qtest/nvme-io-test) [ -f "$tree/tests/qtest/nvme-io-test.c" ] || continue ;;
 	tests/qtest/blk-bench) [ -f "$tree/tests/qtest/blk-bench.c" ] || continue ;;
+	tests/qtest/nvme-soak) [ -f "$tree/tests/qtest/nvme-soak/soak.c" ] || continue ;;
 	tests/unit/*)
 		[ -f "$tree/$t.c" ] && grep -q "^build $t:" "$bdir/build.ninja" || continue ;;
 	esac
