@@ -9,6 +9,8 @@
 #      the libvirt example of nvme.rst (tests/docs_examples.py)
 #   5b. the iothread and iothreads qtests under ThreadSanitizer
 #      (scripts/tsan.sh; CHECK_TSAN_TOPICS)
+#   5c. a short run of the seeded soak over every data-plane mode
+#      (scripts/soak.sh; CHECK_SOAK_SECONDS per mode, CHECK_SOAK_SEED)
 #   6. end-to-end tests in a Linux guest (fio verify in each NVMe config,
 #      and live migration under fio verify)
 #   7. the freestanding KVM test guest, under TCG and, where it runs, KVM
@@ -153,6 +155,20 @@ if [ -n "$applied" ]; then
 	else
 		tail -n 30 "$logs/tsan.log" | sed 's/^/#   /'
 		notok "tsan: build or run (see $logs/tsan.log)"
+	fi
+
+	echo "# 5c. soak: ${CHECK_SOAK_SECONDS:-4} s in each data-plane mode (make soak runs longer)"
+	# one test case per mode; a failure's trace and replay line are in
+	# soak.err, and printed here
+	SOAK_SECONDS=${CHECK_SOAK_SECONDS:-4} SOAK_SEED=${CHECK_SOAK_SEED:-1} \
+		"$top/scripts/soak.sh" --no-build --tree "$tree" --builddir "$bdir" \
+		--logs "$logs/soak" >"$logs/soak.log" 2>&1
+	if [ -f "$logs/soak/soak.tap" ]; then
+		grep '^# soak: ' "$logs/soak.log" | grep -v '^# soak: ok ' | sed 's/^/#   /'
+		count_tap "$logs/soak/soak.tap" soak
+	else
+		tail -n 20 "$logs/soak.log" | sed 's/^/#   /'
+		notok "soak: did not run (see $logs/soak.log)"
 	fi
 
 	echo "# 6. guest end-to-end tests (Linux guest, TCG)"

@@ -4,7 +4,8 @@
 # time-boxed campaign on each NVMe config of generic_fuzz_configs.h.
 #
 #   fuzz.sh [--no-build] [CONFIG...]
-#   (default: nvme nvme-eventfd nvme-iothread nvme-iothread-poll)
+#   (default: nvme nvme-eventfd nvme-iothread nvme-iothread-poll
+#   nvme-iothreads nvme-coalescing)
 #
 # Environment: FUZZ_SECONDS (per config, default 300), FUZZ_DIR (default
 # build/fuzz), FUZZ_BIN (the fuzzer; default build/fuzz-build/qemu-fuzz-x86_64,
@@ -28,7 +29,8 @@ for a in "$@"; do
 	*) configs+=("$a") ;;
 	esac
 done
-[ ${#configs[@]} -gt 0 ] || configs=(nvme nvme-eventfd nvme-iothread nvme-iothread-poll)
+[ ${#configs[@]} -gt 0 ] || configs=(nvme nvme-eventfd nvme-iothread nvme-iothread-poll nvme-iothreads
+	nvme-coalescing)
 
 if [ -n "$build" ]; then
 	"$top/scripts/build.sh" --fuzz --builddir "$bdir" qemu-fuzz-x86_64 || exit 1
