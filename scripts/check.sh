@@ -57,16 +57,21 @@ count_tap() {
 	echo "# $prefix: $seen of $plan reported"
 }
 
+# A step's header, with the minutes since make check began (CI has 90)
+step() {
+	echo "# $* [$((SECONDS / 60)) min]"
+}
+
 series() {
 	sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$patches/series" 2>/dev/null
 }
 mapfile -t plist < <(series)
 
-echo "# 1. tooling tests"
+step "1. tooling tests"
 "$top/tests/tooling.sh" >"$logs/tooling.tap" 2>"$logs/tooling.err"
 count_tap "$logs/tooling.tap" tooling
 
-echo "# 2. the series applies to pristine upstream"
+step "2. the series applies to pristine upstream"
 # build/check/qemu is the check's own scratch tree: start it from 'upstream'
 if git -C "$tree" rev-parse -q --verify upstream >/dev/null 2>&1; then
 	git -C "$tree" checkout -q -f main 2>/dev/null
@@ -82,7 +87,7 @@ else
 fi
 
 if [ -n "$applied" ]; then
-	echo "# 3. checkpatch"
+	step "3. checkpatch"
 	for p in "${plist[@]}"; do
 		out=$logs/checkpatch-${p%.patch}.log
 		(cd "$tree" && perl scripts/checkpatch.pl --no-color "$patches/$p") >"$out" 2>&1
@@ -100,7 +105,7 @@ if [ -n "$applied" ]; then
 		fi
 	done
 
-	echo "# 4. bisectability"
+	step "4. bisectability"
 	mapfile -t commits < <(git -C "$tree" rev-list --reverse upstream..main)
 	for ((i = 0; i < ${#commits[@]}; i++)); do
 		c=${commits[$i]}
@@ -116,7 +121,7 @@ if [ -n "$applied" ]; then
 	done
 	git -C "$tree" checkout -q main
 
-	echo "# 5. nvme qtests"
+	step "5. nvme qtests"
 	if "$top/scripts/build.sh" --tree "$tree" --builddir "$bdir" >"$logs/build.log" 2>&1; then
 		"$top/scripts/qtest.sh" --builddir "$bdir" --logs "$logs"
 		for f in "$logs"/qtest-*.tap; do
@@ -135,7 +140,7 @@ if [ -n "$applied" ]; then
 		notok "build of the full series (see $logs/build.log)"
 	fi
 
-	echo "# 5b. ThreadSanitizer: ${CHECK_TSAN_TOPICS:-iothread iothreads} (make check-tsan runs all)"
+	step "5b. ThreadSanitizer: ${CHECK_TSAN_TOPICS:-iothread iothreads} (make check-tsan runs all)"
 	# its own verdict line (tsan_report.py) counts as one test
 	NVME_DP_TSAN_TOPICS=${CHECK_TSAN_TOPICS:-iothread iothreads}
 	TSAN_TOPICS=$NVME_DP_TSAN_TOPICS "$top/scripts/tsan.sh" --tree "$tree" \
@@ -157,7 +162,7 @@ if [ -n "$applied" ]; then
 		notok "tsan: build or run (see $logs/tsan.log)"
 	fi
 
-	echo "# 5c. soak: ${CHECK_SOAK_SECONDS:-4} s in each data-plane mode (make soak runs longer)"
+	step "5c. soak: ${CHECK_SOAK_SECONDS:-4} s in each data-plane mode (make soak runs longer)"
 	# one test case per mode; a failure's trace and replay line are in
 	# soak.err, and printed here
 	SOAK_SECONDS=${CHECK_SOAK_SECONDS:-4} SOAK_SEED=${CHECK_SOAK_SEED:-1} \
@@ -171,26 +176,26 @@ if [ -n "$applied" ]; then
 		notok "soak: did not run (see $logs/soak.log)"
 	fi
 
-	echo "# 6. guest end-to-end tests (Linux guest, TCG)"
+	step "6. guest end-to-end tests (Linux guest, TCG)"
 	if "$top/scripts/guest_image.py" >"$logs/guest-image.log" 2>&1; then
 		NVME_DP_QEMU=$bdir/qemu-system-x86_64 E2E_LOGS=$logs \
 			"$top/tests/guest_e2e.py" >"$logs/e2e.tap" 2>"$logs/e2e.err"
 		sed 's/^/#   /' "$logs/e2e.tap"
 		count_tap "$logs/e2e.tap" e2e
 
-		echo "# 7. the freestanding KVM test guest (TCG; KVM where it runs)"
+		step "7. the freestanding KVM test guest (TCG; KVM where it runs)"
 		NVME_DP_QEMU=$bdir/qemu-system-x86_64 \
 			"$top/tests/kvm_guest.py" >"$logs/kvm-guest.tap" 2>"$logs/kvm-guest.err"
 		sed 's/^/#   /' "$logs/kvm-guest.tap"
 		count_tap "$logs/kvm-guest.tap" kvm-guest
 
-		echo "# 8. benchmark smoke run (BENCH_QUICK=1)"
+		step "8. benchmark smoke run (BENCH_QUICK=1)"
 		NVME_DP_QEMU=$bdir/qemu-system-x86_64 \
 			"$top/tests/bench_smoke.py" >"$logs/bench.tap" 2>"$logs/bench.err"
 		sed 's/^/#   /' "$logs/bench.tap"
 		count_tap "$logs/bench.tap" bench
 
-		echo "# 9. device benchmark short run (no guest)"
+		step "9. device benchmark short run (no guest)"
 		NVME_DP_BUILD=$bdir "$top/tests/bench_device_smoke.py" \
 			>"$logs/bench-device.tap" 2>"$logs/bench-device.err"
 		sed 's/^/#   /' "$logs/bench-device.tap"
@@ -206,5 +211,6 @@ if [ ${#failed[@]} -gt 0 ]; then
 	echo "# failed:"
 	printf '#   %s\n' "${failed[@]}"
 fi
+echo "# make check took $((SECONDS / 60)) min $((SECONDS % 60)) s"
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
