@@ -165,6 +165,8 @@ if [ -n "$applied" ]; then
 	step "5c. soak: ${CHECK_SOAK_SECONDS:-4} s in each data-plane mode (make soak runs longer)"
 	# one test case per mode; a failure's trace and replay line are in
 	# soak.err, and printed here
+	# (with gdb, a failure leaves the backtraces of QEMU's threads there)
+	SOAK_GDB=${SOAK_GDB-$(command -v gdb)} \
 	SOAK_SECONDS=${CHECK_SOAK_SECONDS:-4} SOAK_SEED=${CHECK_SOAK_SEED:-1} \
 		"$top/scripts/soak.sh" --no-build --tree "$tree" --builddir "$bdir" \
 		--logs "$logs/soak" >"$logs/soak.log" 2>&1

@@ -9,7 +9,7 @@
 # irq-eventfd, iothread, iothread-poll, iothreads, each with shadow
 # doorbells and without, MSI-X and pin-based; an entry may name a part,
 # "iothread" or "pin"), SOAK_SEED (a new one by default, printed),
-# SOAK_STEPS, SOAK_STALL_S, SOAK_SKIP, SOAK_QEMU_ARGS, SOAK_DEBUG.
+# SOAK_STEPS, SOAK_STALL_S, SOAK_SKIP, SOAK_QEMU_ARGS, SOAK_DEBUG, SOAK_GDB.
 #
 # --asan builds into build/asan-build (as make check-asan) and fails on any
 # AddressSanitizer or UBSan report of QEMU or the driver.
