@@ -88,6 +88,13 @@ def frame_source(loc, tree, bdir):
         path = os.path.join(bdir, path)
     rel = os.path.relpath(os.path.normpath(path), tree)
     if rel.startswith('..'):
+        # built elsewhere (another checkout's objects, from ccache): the
+        # longest tail of the path that is a file of this tree
+        parts = os.path.normpath(path).split(os.sep)
+        for i in range(1, len(parts)):
+            tail = os.path.join(*parts[i:])
+            if os.path.isfile(os.path.join(tree, tail)):
+                return tail, int(m.group(2))
         return None, None
     return rel, int(m.group(2))
 
