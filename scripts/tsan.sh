@@ -55,7 +55,7 @@ supp=$logs/suppressions.txt
 rules=$top/scripts/tsan-suppressions.txt
 {
 	cat "$tree/tests/tsan/suppressions.tsan" 2>/dev/null
-	grep -v '^top:' "$rules"
+	grep -v -E '^(top|mem):' "$rules"
 } >"$supp"
 if grep -v '^#' "$rules" | sed 's/#.*//' | grep -q -i nvme; then
 	echo "tsan: scripts/tsan-suppressions.txt names nvme code: races there are fixed, not suppressed" >&2

@@ -17,6 +17,12 @@ the other libc interceptors) is FUNC, an upstream function whose races
 are known: upstream's, not the series', however deep the series' frames
 are below it.  TSan's own "race:" suppressions match any frame, which
 would hide a race of the series reached through them; "top:" does not.
+"mem:FUNC" lines are "top:" lines for a copy of guest memory: a race
+there is the guest's protocol (one side the device, the other the
+guest), so it is accounted only when some access stack has no frame of
+the series.  When every access is the device's own (two of its threads
+on the same bytes, as a double post to one CQ would be), it is the
+series' and fails the run.
 
 Prints each distinct report once (with how often it was seen), then
 "N passed, N failed, N skipped" for the qtests plus one for the series'
@@ -115,12 +121,24 @@ def innermost(frames):
 
 
 def load_rules(path):
+    """[(kind, FUNC)] of the "top:" and "mem:" lines"""
     rules = []
     for line in open(path):
         line = line.split('#', 1)[0].strip()
-        if line.startswith('top:'):
-            rules.append(line[4:].strip())
+        if line.startswith(('top:', 'mem:')):
+            rules.append((line[:3], line[4:].strip()))
     return rules
+
+
+def series_frames(frames, tree, bdir, changed):
+    """The frames of @frames in hw/nvme or on a line the series changed"""
+    ours = []
+    for func, loc in frames:
+        path, line = frame_source(loc, tree, bdir)
+        if path and (path.startswith('hw/nvme/') or
+                     line in changed.get(path, ())):
+            ours.append('%s %s:%d' % (func, path, line))
+    return ours
 
 
 def access_sections(sections):
@@ -175,23 +193,20 @@ def main():
         topic = os.path.basename(f).split('.')[0][5:]
         for kind, sections, summary in parse_reports(open(f, errors='replace').read()):
             total += 1
-            tops = [innermost(fr) for _, fr in access_sections(sections)]
-            rule = next((r for r in rules if r in tops), None)
+            accesses = access_sections(sections)
+            tops = [innermost(fr) for _, fr in accesses]
+            device_only = bool(accesses) and all(
+                series_frames(fr, tree, bdir, changed) for _, fr in accesses)
+            rule = next((r for r in rules if r[1] in tops and
+                         not (r[0] == 'mem' and device_only)), None)
             if rule:
-                accounted[rule] += 1
+                accounted['%s:%s' % rule] += 1
                 continue
             ours = []
             key_frames = []
-            for header, frames in access_sections(sections) or sections[:1]:
-                top = []
-                for func, loc in frames:
-                    path, line = frame_source(loc, tree, bdir)
-                    if path and (path.startswith('hw/nvme/') or
-                                 line in changed.get(path, ())):
-                        ours.append('%s %s:%d' % (func, path, line))
-                    if len(top) < 3:
-                        top.append(func)
-                key_frames.append(tuple(top))
+            for header, frames in accesses or sections[:1]:
+                ours += series_frames(frames, tree, bdir, changed)
+                key_frames.append(tuple(func for func, _ in frames[:3]))
             key = (kind, tuple(sorted(key_frames)))
             d = distinct.setdefault(key, {'count': 0, 'topics': set(),
                                           'ours': ours, 'summary': summary,
@@ -216,8 +231,8 @@ def main():
             if d['ours']:
                 print('#      series frames: %s' % '; '.join(d['ours'][:4]))
     for rule, n in accounted.most_common():
-        print('# accounted by top:%s: %d' % (rule, n))
-    print('# tsan: %d reports: %d accounted by top: rules; %d distinct others: '
+        print('# accounted by %s: %d' % (rule, n))
+    print('# tsan: %d reports: %d accounted by the rules; %d distinct others: '
           '%d in the series\' code, %d upstream only'
           % (total, sum(accounted.values()), len(distinct), len(series),
              len(upstream)))

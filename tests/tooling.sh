@@ -319,6 +319,55 @@ R
 }
 tap "tsan_report.py: hw/nvme frames fail (also from another checkout's objects), top: rules account, a missing test fails" tsan_checker
 
+# A mem: rule (a copy of guest memory) accounts a race one side of which
+# is not the device's; when both accesses come through hw/nvme, two of the
+# device's threads raced on the same bytes: the series' report.
+tsan_mem_rule() {
+	local d=$work/tsanmem t=$work/tsanmem/tree
+	mkdir -p "$d/logs" "$t/hw/nvme" "$t/util" "$d/build"
+	git -C "$t" init -q
+	printf 'int a;\n' >"$t/util/x.c"
+	printf 'int b;\n' >"$t/hw/nvme/ctrl.c"
+	git -C "$t" add . && git -C "$t" -c user.name=t -c user.email=t@t commit -qm base
+	git -C "$t" tag upstream
+	printf 'ok 1 /a\n1..1\n' >"$d/logs/tsan-x.tap"
+	race() { # CALLER-FILE of the second access: util/x.c or hw/nvme/ctrl.c
+		cat <<R
+==================
+WARNING: ThreadSanitizer: data race (pid=1)
+  Write of size 16 at 0x1 by thread T1:
+    #0 memcpy <null> (qemu-system-x86_64+0x1) (BuildId: ab)
+    #1 ramcopy ../tree/util/x.c:1:2 (qemu-system-x86_64+0x2) (BuildId: ab)
+    #2 nvme_post ../tree/hw/nvme/ctrl.c:1 (qemu-system-x86_64+0x3) (BuildId: ab)
+
+  Previous read of size 16 at 0x1 by main thread:
+    #0 memcpy <null> (qemu-system-x86_64+0x1) (BuildId: ab)
+    #1 ramcopy ../tree/util/x.c:1:1
+    #2 other ../tree/$1:1:1
+
+SUMMARY: ThreadSanitizer: data race ../tree/util/x.c:1:2 in ramcopy
+==================
+R
+	}
+	printf 'mem:ramcopy # guest memory\n' >"$d/rules"
+	race util/x.c >"$d/logs/tsan-x.report.1"
+	python3 "$top/scripts/tsan_report.py" --tree "$t" --builddir "$d/build" \
+		--logs "$d/logs" --rules "$d/rules" >"$d/out1"
+	grep -q 'accounted by mem:ramcopy: 1' "$d/out1"
+	grep -q '^2 passed, 0 failed' "$d/out1"
+	race hw/nvme/ctrl.c >>"$d/logs/tsan-x.report.1"
+	if python3 "$top/scripts/tsan_report.py" --tree "$t" --builddir "$d/build" \
+		--logs "$d/logs" --rules "$d/rules" >"$d/out2"; then false; fi
+	grep -q 'accounted by mem:ramcopy: 1' "$d/out2"
+	grep -q "1 in the series' code" "$d/out2"
+	# a top: rule accounts the same report, however deep the series is
+	printf 'top:ramcopy # an upstream race\n' >"$d/rules"
+	python3 "$top/scripts/tsan_report.py" --tree "$t" --builddir "$d/build" \
+		--logs "$d/logs" --rules "$d/rules" >"$d/out3"
+	grep -q 'accounted by top:ramcopy: 2' "$d/out3"
+}
+tap "tsan_report.py: a mem: rule does not account a race both sides of which are the device's" tsan_mem_rule
+
 # The harness itself: a failing step in the middle of a case fails it.
 harness_fails() { false; true; }
 ( tap "harness" harness_fails ) >"$work/harness.out"
