@@ -258,17 +258,24 @@ PY
 }
 tap "configs: -iothreads configurations: JSON -device, iothread-vq-mapping, an -object per iothread" configs_iothreads
 
-# The ThreadSanitizer checker: a report with a frame in hw/nvme fails, one
-# whose access's innermost frame a top: rule names is accounted, one only
-# in upstream code is listed; a test that did not report fails.
-tsan_checker() {
-	local d=$work/tsan t=$work/tsan/tree
+# DIR/tree: a git tree with util/x.c and hw/nvme/ctrl.c, tagged upstream;
+# DIR/logs and DIR/build for the checker
+tsan_tree() {
+	local d=$1 t=$1/tree
 	mkdir -p "$d/logs" "$t/hw/nvme" "$t/util" "$d/build"
 	git -C "$t" init -q
 	printf 'int a;\n' >"$t/util/x.c"
 	printf 'int b;\n' >"$t/hw/nvme/ctrl.c"
 	git -C "$t" add . && git -C "$t" -c user.name=t -c user.email=t@t commit -qm base
 	git -C "$t" tag upstream
+}
+
+# The ThreadSanitizer checker: a report with a frame in hw/nvme fails, one
+# whose access's innermost frame a top: rule names is accounted, one only
+# in upstream code is listed; a test that did not report fails.
+tsan_checker() {
+	local d=$work/tsan t=$work/tsan/tree
+	tsan_tree "$d"
 	printf 'ok 1 /a\nok 2 /b\n1..2\n' >"$d/logs/tsan-x.tap"
 	report() { # FUNC FILE: a race whose first access is FUNC in FILE
 		cat <<R
@@ -324,12 +331,7 @@ tap "tsan_report.py: hw/nvme frames fail (also from another checkout's objects),
 # device's threads raced on the same bytes: the series' report.
 tsan_mem_rule() {
 	local d=$work/tsanmem t=$work/tsanmem/tree
-	mkdir -p "$d/logs" "$t/hw/nvme" "$t/util" "$d/build"
-	git -C "$t" init -q
-	printf 'int a;\n' >"$t/util/x.c"
-	printf 'int b;\n' >"$t/hw/nvme/ctrl.c"
-	git -C "$t" add . && git -C "$t" -c user.name=t -c user.email=t@t commit -qm base
-	git -C "$t" tag upstream
+	tsan_tree "$d"
 	printf 'ok 1 /a\n1..1\n' >"$d/logs/tsan-x.tap"
 	race() { # CALLER-FILE of the second access: util/x.c or hw/nvme/ctrl.c
 		cat <<R
