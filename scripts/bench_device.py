@@ -29,7 +29,9 @@ BENCH_COUNT (commands per run and queue, default 20000), BENCH_QUEUES
 (queue pairs, a driver thread each, default 1), BENCH_IOTHREADS (the
 iothreads of the "-iothreads" configurations, default 2; not in the
 default run), BENCH_OUT, NVME_DP_BUILD (the build directory, default
-build/qemu-build).  Each record has every iothread's CPU per command
+build/qemu-build), NVME_DP_VG_BUILD and NVME_DP_TREE (the valgrind build
+and the tree it builds, to compare two trees' instructions).  Each
+record has every iothread's CPU per command
 (cpu_iothreads_us_per_cmd); "iothr" in the table is their sum.
 make check runs a short version: tests/bench_device_smoke.py.
 """
@@ -167,7 +169,9 @@ def run(config, drive, qd, count, rw="read", warmup=None, queues=1):
     return json.loads(lines[-1])
 
 
-VG_BUILD = os.path.join(TOP, "build", "valgrind-build")
+VG_BUILD = os.environ.get("NVME_DP_VG_BUILD",
+                          os.path.join(TOP, "build", "valgrind-build"))
+VG_TREE = os.environ.get("NVME_DP_TREE", os.path.join(TOP, "build", "qemu"))
 
 
 def callgrind(config, drive, qd, count):
@@ -343,7 +347,8 @@ def main():
         say("bench-device: building %s (no io_uring, for valgrind)" %
             VG_BUILD)
         subprocess.run([os.path.join(TOP, "scripts", "build.sh"),
-                        "--valgrind", "--builddir", VG_BUILD,
+                        "--valgrind", "--tree", VG_TREE,
+                        "--builddir", VG_BUILD,
                         "qemu-system-x86_64", "tests/qtest/blk-bench"],
                        stdout=subprocess.DEVNULL, check=True)
     records = []
