@@ -18,7 +18,10 @@ command.  The driver is a separate process: its CPU is not QEMU's.
 BENCH_VALGRIND=1 adds a deterministic figure to each record: instructions
 per command of QEMU's threads (main loop, iothread, other) for
 BENCH_VG_COUNT commands (default 2000) under callgrind, collected only
-between blk-bench's start and end marks.  It runs a second build,
+between blk-bench's start and end marks, and the backend-neutral
+figure: those minus what the backend itself does for every device alike
+(null-co's qemu_iovec_memset; instr_backend_per_cmd,
+instr_neutral_per_cmd, "neutral" in the table).  It runs a second build,
 build/valgrind-build (scripts/build.sh --valgrind: no io_uring, which
 valgrind 3.19 cannot run QEMU with), so the io_uring backends have no
 such figure; it takes about 10 s a record.  BENCH_VG_KEEP=DIR keeps the
@@ -211,6 +214,7 @@ def callgrind(config, drive, qd, count):
         os.makedirs(dest, exist_ok=True)
         for f in glob.glob(os.path.join(out, "cg.*.1-*")):
             shutil.copy(f, dest)
+    backend = 0
     for f in glob.glob(os.path.join(out, "cg.*.1-*")):
         with open(f) as fh:
             text = fh.read()
@@ -221,10 +225,32 @@ def callgrind(config, drive, qd, count):
             instr["main"] += n
         else:
             instr["other"] += n
+        backend += backend_instr(f)
     for f in glob.glob(os.path.join(out, "*")):
         os.unlink(f)
     os.rmdir(out)
-    return {k: v / count for k, v in instr.items()}
+    per_cmd = {k: v / count for k, v in instr.items()}
+    per_cmd["backend"] = backend / count
+    return per_cmd
+
+
+# What the backend itself does, which every device pays alike: null-co's
+# read-zeroes fills each buffer (qemu_iovec_memset, inclusive)
+BACKEND_WORK = ["qemu_iovec_memset"]
+
+
+def backend_instr(path):
+    """Inclusive instructions of BACKEND_WORK in one callgrind dump."""
+    p = subprocess.run(["callgrind_annotate", "--inclusive=yes",
+                        "--threshold=100", path], text=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    total = 0
+    for fn in BACKEND_WORK:
+        m = re.search(r"^\s*([\d,]+) .*:%s(?:'\d+)? " % re.escape(fn),
+                      p.stdout, re.M)
+        if m:
+            total += int(m.group(1).replace(",", ""))
+    return total
 
 
 def record(config, backend, qd, r):
@@ -273,10 +299,11 @@ def table(records):
     for r in records:
         line = "  ".join(f % r[k] for k, f, _ in cols)
         if "instr_per_cmd" in r:
-            line += "  %8.0f" % r["instr_per_cmd"]
+            line += "  %8.0f  %8.0f" % (r["instr_per_cmd"],
+                                        r["instr_neutral_per_cmd"])
         out.append(line)
     if any("instr_per_cmd" in r for r in records):
-        out[0] += "  %8s" % "instr"
+        out[0] += "  %8s  %8s" % ("instr", "neutral")
     out.append("(cpu: microseconds of QEMU thread time per command: main "
                "loop, iothread, other threads)")
     many = [r for r in records if len(r.get("cpu_iothreads_us_per_cmd")
@@ -366,10 +393,16 @@ def main():
                                          queues=queues))
                 if valgrind and "aio=io_uring" not in drive:
                     vg = callgrind(c, drive, qd, vg_count)
-                    r["instr_per_cmd"] = sum(vg.values())
+                    r["instr_per_cmd"] = (vg["main"] + vg["iothread"] +
+                                          vg["other"])
                     r["instr_main_per_cmd"] = vg["main"]
                     r["instr_iothread_per_cmd"] = vg["iothread"]
                     r["instr_other_per_cmd"] = vg["other"]
+                    # the backend-neutral figure: the device's and the
+                    # block layer's, not the backend's own work
+                    r["instr_backend_per_cmd"] = vg["backend"]
+                    r["instr_neutral_per_cmd"] = (r["instr_per_cmd"] -
+                                                  vg["backend"])
                     say("bench-device: %-25s %-13s qd %3d: %.0f "
                         "instructions/cmd" % (c, b, qd, r["instr_per_cmd"]))
                 records.append(r)
