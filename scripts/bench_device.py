@@ -28,7 +28,10 @@ such figure; it takes about 10 s a record.  BENCH_VG_KEEP=DIR keeps the
 callgrind dumps in DIR/CONFIG-QD/ for callgrind_annotate.
 
 Environment: BENCH_CONFIGS, BENCH_BACKENDS, BENCH_QD (comma lists),
-BENCH_COUNT (commands per run and queue, default 20000), BENCH_QUEUES
+BENCH_COUNT (commands per run and queue, default 20000), BENCH_BS (bytes
+each command moves, 4096 to 262144 in 4 KiB pages, default 4096: a
+buffer of contiguous guest pages, a PRP list for NVMe, one descriptor
+for virtio-blk), BENCH_QUEUES
 (queue pairs, a driver thread each, default 1), BENCH_IOTHREADS (the
 iothreads of the "-iothreads" configurations, default 2; not in the
 default run), BENCH_OUT, NVME_DP_BUILD (the build directory, default
@@ -118,6 +121,15 @@ def say(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
+# bytes each command moves (blk-bench --bs)
+BS = int(os.environ.get("BENCH_BS", "4096"))
+
+
+def bs_opts():
+    """blk-bench's --bs, left out at its default for older builds"""
+    return [] if BS == 4096 else ["--bs", str(BS)]
+
+
 def env_list(name, default):
     v = os.environ.get(name)
     return [x for x in v.split(",") if x] if v else default
@@ -157,7 +169,7 @@ def run(config, drive, qd, count, rw="read", warmup=None, queues=1):
             devopts += "%snum-queues=%d" % ("," if devopts else "", queues)
     cmd = [BENCH, "--device", dev, "--devopts", devopts, "--extra", extra,
            "--drive", drive, "--qd", str(qd), "--count", str(count),
-           "--rw", rw, "--blocks", str(IMG_BLOCKS)] + opts
+           "--rw", rw, "--blocks", str(IMG_BLOCKS)] + opts + bs_opts()
     if queues > 1:
         cmd += ["--queues", str(queues)]
     if warmup is not None:
@@ -187,7 +199,7 @@ def callgrind(config, drive, qd, count):
            "--device", dev, "--devopts", devopts, "--extra", extra,
            "--drive", drive, "--qd", str(qd), "--count", str(count),
            "--warmup", "200", "--blocks", str(IMG_BLOCKS), "--pause",
-           "--qemu-prefix", prefix] + opts
+           "--qemu-prefix", prefix] + opts + bs_opts()
     env = dict(os.environ, QTEST_QEMU_BINARY=os.path.join(
         VG_BUILD, "qemu-system-x86_64"))
     p = subprocess.Popen(cmd, env=env, text=True, stdin=subprocess.PIPE,
@@ -266,7 +278,7 @@ def record(config, backend, qd, r):
         "config": config, "device": CONFIGS[config][0], "backend": backend,
         "interrupt_coalescing": "0x%x" % COALESCE
                                 if config.endswith("+ic") else None,
-        "qd": qd, "queues": r.get("queues", 1),
+        "qd": qd, "bs": BS, "queues": r.get("queues", 1),
         "iothreads": len(iothreads), "commands": c, "seconds": r["seconds"],
         "cpu_iothreads_us_per_cmd": {k: v * 1e6 / c
                                      for k, v in iothreads.items()},
@@ -305,7 +317,7 @@ def table(records):
     if any("instr_per_cmd" in r for r in records):
         out[0] += "  %8s  %8s" % ("instr", "neutral")
     out.append("(cpu: microseconds of QEMU thread time per command: main "
-               "loop, iothread, other threads)")
+               "loop, iothread, other threads; commands of %d bytes)" % BS)
     many = [r for r in records if len(r.get("cpu_iothreads_us_per_cmd")
                                       or {}) > 1]
     if many:

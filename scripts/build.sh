@@ -44,6 +44,7 @@ targets=("${expanded[@]}")
 
 die() { echo "build: $*" >&2; exit 1; }
 [ -d "$tree" ] || die "no source tree at $tree: run 'make tree' first"
+tree=$(cd "$tree" && pwd)  # configure runs in the build directory
 
 cc=cc cxx=c++
 [ -z "$fuzz$tsan" ] || { cc=clang; cxx=clang++; }
