@@ -1,7 +1,7 @@
 # nvme-dataplane: a patch queue for QEMU's hw/nvme, and its tooling.
 # Each target is a thin call into one script; see README.md.
 
-.PHONY: all deps tree export build qtest guest check check-asan check-tsan soak fuzz bench bench-device clean help
+.PHONY: all deps tree export build qtest guest check check-asan check-tsan soak fuzz bench bench-device libvirt-check clean help
 
 all: build
 
@@ -19,6 +19,7 @@ help:
 	@echo "make fuzz    generic-fuzz campaign on the NVMe configs (FUZZ_SECONDS each)"
 	@echo "make bench   the benchmark"
 	@echo "make bench-device  the device benchmark without a guest (blk-bench)"
+	@echo "make libvirt-check  a private libvirt daemon runs the guest on nvme.rst's libvirt example"
 
 deps:
 	@scripts/deps.sh
@@ -62,6 +63,9 @@ bench: build guest
 
 bench-device: build
 	@scripts/bench_device.py
+
+libvirt-check: build guest
+	@scripts/libvirt_check.py
 
 clean:
 	rm -rf build

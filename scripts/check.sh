@@ -13,6 +13,9 @@
 #      (scripts/soak.sh; CHECK_SOAK_SECONDS per mode, CHECK_SOAK_SEED)
 #   6. end-to-end tests in a Linux guest (fio verify in each NVMe config,
 #      and live migration under fio verify)
+#   6b. a private libvirt daemon runs the guest on nvme.rst's libvirt
+#      example: suspend, iothreadset, save/restore, managedsave under fio
+#      verify (scripts/libvirt_check.py; a skip where libvirt cannot run)
 #   7. the freestanding KVM test guest, under TCG and, where it runs, KVM
 #   8. a CI-sized benchmark run and checks of what it writes
 #   9. the guest-less device benchmark's short run (tests/bench_device_smoke.py)
@@ -188,6 +191,16 @@ if [ -n "$applied" ]; then
 			"$top/tests/guest_e2e.py" >"$logs/e2e.tap" 2>"$logs/e2e.err"
 		sed 's/^/#   /' "$logs/e2e.tap"
 		count_tap "$logs/e2e.tap" e2e
+
+		step "6b. libvirt: a private daemon drives the series' QEMU"
+		# SIGTERM after 15 min: the script still tears its daemon down
+		NVME_DP_QEMU=$bdir/qemu-system-x86_64 \
+		NVME_DP_RST=$tree/docs/system/devices/nvme.rst \
+		LIBVIRT_LOGS=$logs/libvirt \
+			timeout 900 "$top/scripts/libvirt_check.py" \
+			>"$logs/libvirt.tap" 2>"$logs/libvirt.err"
+		sed 's/^/#   /' "$logs/libvirt.tap"
+		count_tap "$logs/libvirt.tap" libvirt
 
 		step "7. the freestanding KVM test guest (TCG; KVM where it runs)"
 		NVME_DP_QEMU=$bdir/qemu-system-x86_64 \

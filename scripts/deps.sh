@@ -28,9 +28,10 @@ installed() {
 	[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]
 }
 
-# meson and pycotap need versions that bookworm lacks.
+# meson, pycotap and libvirt need versions that bookworm lacks.
 new_enough() {
 	case $1 in
+	libvirt-daemon-driver-qemu) dpkg --compare-versions "$(dpkg-query -W -f='${Version}' libvirt-daemon-driver-qemu 2>/dev/null || echo 0)" ge 11.3 ;;
 	meson) dpkg --compare-versions "$(dpkg-query -W -f='${Version}' meson 2>/dev/null || echo 0)" ge 1.5 ;;
 	python3-pycotap) dpkg --compare-versions "$(dpkg-query -W -f='${Version}' python3-pycotap 2>/dev/null || echo 0)" ge 1.1 ;;
 	*) true ;;
@@ -48,7 +49,7 @@ fi
 echo "deps: installing: ${missing[*]}"
 
 if [ "$codename" = bookworm ]; then
-	# bookworm-backports, for meson and python3-pycotap only.
+	# bookworm-backports, for the @backports packages only (pinned).
 	src=/etc/apt/sources.list.d/nvme-dataplane-backports.sources
 	if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/ ; then
 		$SUDO tee "$src" >/dev/null <<-SRC

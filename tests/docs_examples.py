@@ -2,11 +2,14 @@
 """The libvirt example of docs/system/devices/nvme.rst ("Performance
 Tuning") starts QEMU as it says.
 
-Takes the <qemu:arg value='...'/> of the rst's xml code block, puts a
-scratch image where the example names its file, starts QEMU with them
-(qtest accelerator, no guest, as a QEMUMachine of the pinned tree's
-python/qemu) and asks it over QMP for the device, its
-iothread and the iothread's poll-max-ns.  TAP on stdout.
+Takes the <qemu:arg value='...'/> of the rst's first xml code block that
+has them, and the iothread objects libvirt makes of its <iothreadids>
+(-object iothread,id=iothreadN,poll-max-ns=MAX for <iothread id='N'>
+with <poll max='MAX'/>), puts a scratch image where the example names its
+file, starts QEMU with them (qtest accelerator, no guest, as a QEMUMachine
+of the pinned tree's python/qemu) and asks it over QMP for the device,
+its iothread and the iothread's poll-max-ns.  TAP on stdout.
+(scripts/libvirt_check.py runs the same block under a libvirt daemon.)
 
     docs_examples.py [PATH/TO/nvme.rst]   (NVME_DP_QEMU: the emulator)
 """
@@ -22,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import case, finish  # noqa: E402
 sys.path.insert(0, os.path.join(TOP, "scripts"))
 import nvdp_vm  # noqa: E402
+import libvirt_check  # noqa: E402
 
 QEMU = os.environ.get("NVME_DP_QEMU", os.path.join(
     TOP, "build", "qemu-build", "qemu-system-x86_64"))
@@ -30,14 +34,27 @@ RST = os.path.join(TOP, "build", "qemu", "docs", "system", "devices",
 
 
 def xml_args(text):
-    """The qemu:arg values of the first xml code block with any"""
-    for block in re.split(r"\n\.\. code-block:: ", text)[1:]:
-        if not block.startswith("xml"):
-            continue
-        args = re.findall(r"<qemu:arg value='([^']*)'/>", block)
+    """The QEMU arguments of the first xml code block with qemu:arg
+    values: libvirt's iothread objects of its <iothreadids>, then the
+    qemu:arg values."""
+    for dom in libvirt_check.xml_blocks(text):
+        args = [a.get("value") for a in dom.iter(libvirt_check.Q + "arg")]
         if args:
-            return args
+            return iothread_objects(dom) + args
     return []
+
+
+def iothread_objects(dom):
+    """-object iothread,... for each <iothread> of <iothreadids>, named
+    and polling as libvirt makes them."""
+    args = []
+    for iot in dom.findall("iothreadids/iothread"):
+        obj = "iothread,id=iothread%s" % iot.get("id")
+        poll = iot.find("poll")
+        if poll is not None and poll.get("max") is not None:
+            obj += ",poll-max-ns=%s" % poll.get("max")
+        args += ["-object", obj]
+    return args
 
 
 def qmp(vm, cmd, **args):

@@ -258,6 +258,91 @@ PY
 }
 tap "configs: -iothreads configurations: JSON -device, iothread-vq-mapping, an -object per iothread" configs_iothreads
 
+# make libvirt-check's domains, built from an rst's xml blocks (the
+# "..." lines dropped): the commandline form has the rst's iothreads and
+# arguments and libvirt's schema accepts it; the native form has the disk,
+# its controller and the override (libvirt 11.3's schema has no NVMe disk)
+libvirt_xml() {
+	cat >"$work/lv.rst" <<'RST'
+Text.
+
+.. code-block:: xml
+
+    <domain type='kvm' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
+      ...
+      <iothreads>1</iothreads>
+      <iothreadids>
+        <iothread id='1'>
+          <poll max='32768'/>
+        </iothread>
+      </iothreadids>
+      <devices>
+        <controller type='nvme' index='0'>
+          <alias name='ua-nvme0'/>
+        </controller>
+        <disk type='file' device='disk'>
+          <source file='/images/n.img'/>
+          <target dev='nvme0n1' bus='nvme'/>
+        </disk>
+      </devices>
+      <qemu:override>
+        <qemu:device alias='ua-nvme0'>
+          <qemu:frontend>
+            <qemu:property name='iothread' type='string' value='iothread1'/>
+          </qemu:frontend>
+        </qemu:device>
+      </qemu:override>
+    </domain>
+
+More text.
+
+.. code-block:: xml
+
+    <domain type='kvm' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>
+      ...
+      <iothreads>1</iothreads>
+      <iothreadids>
+        <iothread id='1'>
+          <poll max='32768'/>
+        </iothread>
+      </iothreadids>
+      <qemu:commandline>
+        <qemu:arg value='-blockdev'/>
+        <qemu:arg value='driver=file,filename=/images/c.img,node-name=f0,aio=native,cache.direct=on'/>
+        <qemu:arg value='-device'/>
+        <qemu:arg value='nvme,id=nvme0,serial=s,drive=f0,iothread=iothread1'/>
+      </qemu:commandline>
+    </domain>
+RST
+	NVME_DP_RST=$work/lv.rst "$top/scripts/libvirt_check.py" --xml commandline >"$work/lv.xml"
+	NVME_DP_RST=$work/lv.rst "$top/scripts/libvirt_check.py" --xml native >"$work/lvn.xml"
+	virt-xml-validate "$work/lv.xml" domain
+	python3 - "$work/lv.xml" "$work/lvn.xml" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+q = "{http://libvirt.org/schemas/domain/qemu/1.0}"
+c, n = ET.parse(sys.argv[1]).getroot(), ET.parse(sys.argv[2]).getroot()
+for d in (c, n):
+    assert d.find("iothreads").text == "1"
+    assert d.find("iothreadids/iothread[@id='1']/poll").get("max") == "32768"
+    assert d.find("devices/serial/source").get("mode") == "connect"
+    assert d.find("os/kernel").text.endswith("vmlinuz")
+args = [a.get("value") for a in c.iter(q + "arg")]
+assert args[1].startswith("driver=file,filename=/images/c.img,"), args
+assert args[3] == "nvme,id=nvme0,serial=s,drive=f0,iothread=iothread1", args
+assert n.find("devices/disk/target").get("bus") == "nvme"
+assert n.find("devices/controller[@type='nvme']/alias").get("name") == "ua-nvme0"
+assert n.find(q + "override/" + q + "device").get("alias") == "ua-nvme0"
+assert n.find(q + "commandline") is None and c.find(q + "override") is None
+PY
+}
+if command -v virt-xml-validate >/dev/null; then
+	tap "libvirt_check.py: the domains of the rst's xml blocks, the commandline one valid for libvirt's schema" libvirt_xml
+else
+	n=$((n + 1))
+	echo "ok $n - libvirt_check.py: the domains of the rst's xml blocks # SKIP no virt-xml-validate (make deps installs libvirt-clients)"
+fi
+
 # DIR/tree: a git tree with util/x.c and hw/nvme/ctrl.c, tagged upstream;
 # DIR/logs and DIR/build for the checker
 tsan_tree() {
