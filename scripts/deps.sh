@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Install exactly the Debian packages listed in scripts/packages.txt.
 # Idempotent: when every package is present (and new enough) it does nothing.
+# A package marked optional ("name?") that apt cannot install is reported
+# and left out: what needs it (make libvirt-check) reports a skip.
+# DEPS_LIST=FILE reads another list; DEPS_DRY_RUN=1 says what it would
+# install, and does nothing.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-list=$here/packages.txt
+list=${DEPS_LIST:-$here/packages.txt}
 
 SUDO=
 if [ "$(id -u)" -ne 0 ]; then
@@ -14,15 +18,26 @@ fi
 . /etc/os-release
 codename=${VERSION_CODENAME:-}
 
-pkgs=() bpo=()
+pkgs=() bpo=() opt=()
 while read -r line; do
 	line=${line%%#*}; line=$(echo "$line" | xargs)
 	[ -n "$line" ] || continue
+	case $line in
+	*\?) line=${line%\?}; opt+=("${line%@backports}") ;;
+	esac
 	case $line in
 	*@backports) bpo+=("${line%@backports}") ;;
 	*) pkgs+=("$line") ;;
 	esac
 done <"$list"
+
+optional() {
+	local o
+	for o in "${opt[@]}"; do
+		[ "$o" = "$1" ] && return 0
+	done
+	return 1
+}
 
 installed() {
 	[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]
@@ -38,15 +53,27 @@ new_enough() {
 	esac
 }
 
-missing=()
+missing=() missing_opt=()
 for p in "${pkgs[@]}" "${bpo[@]}"; do
-	installed "$p" && new_enough "$p" || missing+=("$p")
+	installed "$p" && new_enough "$p" && continue
+	if optional "$p"; then
+		missing_opt+=("$p")
+	else
+		missing+=("$p")
+	fi
 done
-if [ ${#missing[@]} -eq 0 ]; then
+if [ ${#missing[@]} -eq 0 ] && [ ${#missing_opt[@]} -eq 0 ]; then
 	echo "deps: all ${#pkgs[@]}+${#bpo[@]} packages present"
 	exit 0
 fi
-echo "deps: installing: ${missing[*]}"
+what=${missing[*]}
+if [ ${#missing_opt[@]} -gt 0 ]; then
+	what="${what:+$what }(optional: ${missing_opt[*]})"
+fi
+echo "deps: installing: $what"
+if [ -n "${DEPS_DRY_RUN:-}" ]; then
+	exit 0
+fi
 
 if [ "$codename" = bookworm ]; then
 	# bookworm-backports, for the @backports packages only (pinned).
@@ -69,11 +96,23 @@ if [ "$codename" = bookworm ]; then
 fi
 
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+$SUDO apt-get update -qq || [ ${#missing[@]} -eq 0 ]
+if [ ${#missing[@]} -gt 0 ]; then
+	$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# the optional ones together (libvirt's must be of one version), or none
+if [ ${#missing_opt[@]} -gt 0 ] &&
+   ! $SUDO apt-get install -y -q --no-install-recommends "${missing_opt[@]}"; then
+	echo "deps: optional packages not installed: ${missing_opt[*]}" \
+	     "(what needs them reports a skip)" >&2
+fi
 
 for p in "${pkgs[@]}" "${bpo[@]}"; do
 	if ! installed "$p" || ! new_enough "$p"; then
+		if optional "$p"; then
+			echo "deps: optional $p is missing or too old" >&2
+			continue
+		fi
 		echo "deps: $p is still missing or too old after apt-get install" >&2
 		exit 1
 	fi

@@ -187,6 +187,22 @@ deps_noop() {
 }
 tap "deps: a no-op when every package is present" deps_noop
 
+# A list of one present package and two missing optional ones, one of
+# them from backports: only they are to be installed, as optional (dry
+# run: nothing is installed and no apt configuration is written)
+deps_optional() {
+	printf '%s\n' '# comment' bash 'nvdp-no-such-a?' \
+		'nvdp-no-such-b@backports?  # also optional' >"$work/pkgs"
+	out=$(DEPS_LIST=$work/pkgs DEPS_DRY_RUN=1 "$top/scripts/deps.sh")
+	echo "$out"
+	[ "$out" = "deps: installing: (optional: nvdp-no-such-a nvdp-no-such-b)" ]
+	printf '%s\n' bash nvdp-no-such-c 'nvdp-no-such-a?' >"$work/pkgs"
+	out=$(DEPS_LIST=$work/pkgs DEPS_DRY_RUN=1 "$top/scripts/deps.sh")
+	echo "$out"
+	[ "$out" = "deps: installing: nvdp-no-such-c (optional: nvdp-no-such-a)" ]
+}
+tap "deps: optional packages (libvirt's) are installed apart, and may be missing" deps_optional
+
 # make fuzz, on a fake libFuzzer binary: MODE=ok prints libFuzzer's progress
 # and final stats; MODE=crash also leaves a reproducer and exits 1;
 # MODE=broken exits 1 with nothing.
