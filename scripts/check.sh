@@ -28,6 +28,9 @@ bdir=$chk/qemu-build
 logs=$chk/logs
 patches=${NVME_DP_PATCHES:-$top/patches}
 mkdir -p "$logs"
+# Debug information of line tables only: a backtrace keeps its files and
+# lines, and each of the bisect's compiles takes about half the time.
+lines=--line-tables
 
 pass=0 fail=0 skip=0
 failed=()
@@ -114,7 +117,7 @@ if [ -n "$applied" ]; then
 		c=${commits[$i]}
 		subj=$(git -C "$tree" log -1 --format=%s "$c")
 		git -C "$tree" checkout -q --detach "$c"
-		if "$top/scripts/build.sh" --tree "$tree" --builddir "$bdir" \
+		if "$top/scripts/build.sh" $lines --tree "$tree" --builddir "$bdir" \
 			>"$logs/bisect-$((i + 1)).log" 2>&1; then
 			ok "bisect: builds at patch $((i + 1))/${#commits[@]}: $subj"
 		else
@@ -125,7 +128,7 @@ if [ -n "$applied" ]; then
 	git -C "$tree" checkout -q main
 
 	step "5. nvme qtests"
-	if "$top/scripts/build.sh" --tree "$tree" --builddir "$bdir" >"$logs/build.log" 2>&1; then
+	if "$top/scripts/build.sh" $lines --tree "$tree" --builddir "$bdir" >"$logs/build.log" 2>&1; then
 		"$top/scripts/qtest.sh" --builddir "$bdir" --logs "$logs"
 		for f in "$logs"/qtest-*.tap; do
 			[ -e "$f" ] || continue
@@ -146,7 +149,7 @@ if [ -n "$applied" ]; then
 	step "5b. ThreadSanitizer: ${CHECK_TSAN_TOPICS:-iothread iothreads} (make check-tsan runs all)"
 	# its own verdict line (tsan_report.py) counts as one test
 	NVME_DP_TSAN_TOPICS=${CHECK_TSAN_TOPICS:-iothread iothreads}
-	TSAN_TOPICS=$NVME_DP_TSAN_TOPICS "$top/scripts/tsan.sh" --tree "$tree" \
+	TSAN_TOPICS=$NVME_DP_TSAN_TOPICS "$top/scripts/tsan.sh" $lines --tree "$tree" \
 		--builddir "$chk/tsan-build" --logs "$logs/tsan" \
 		>"$logs/tsan.log" 2>&1
 	if [ -d "$logs/tsan" ] && ls "$logs"/tsan/tsan-*.tap >/dev/null 2>&1; then

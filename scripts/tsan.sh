@@ -3,7 +3,7 @@
 # ThreadSanitizer build (clang; build/tsan-build), judged by
 # scripts/tsan_report.py.
 #
-#   tsan.sh [--no-build] [--builddir DIR] [--logs DIR] [TOPIC...]
+#   tsan.sh [--no-build] [--line-tables] [--builddir DIR] [--logs DIR] [TOPIC...]
 #
 # TOPIC is a topic of nvme-io-test (iothread, iothreads, poll, coalescing,
 # migration, quiesce, shadow, irq, queue, data; errors has no test with
@@ -20,16 +20,20 @@
 # Upstream races known here are suppressed by scripts/tsan-suppressions.txt
 # (each with its reason; none may name hw/nvme).  Ends with
 # "N passed, N failed, N skipped" over the qtests and one line for reports.
+# --line-tables: build with line tables only (build.sh; make check): a
+# report still names each frame's file and line.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 tree=$top/build/qemu
 bdir=$top/build/tsan-build
 logs=$top/build/tsan-logs
 build=1
+lines=
 topics=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--no-build) build=; shift ;;
+	--line-tables) lines=--line-tables; shift ;;
 	--builddir) bdir=$2; shift 2 ;;
 	--logs) logs=$2; shift 2 ;;
 	--tree) tree=$2; shift 2 ;;
@@ -40,7 +44,7 @@ done
 [ ${#topics[@]} -gt 0 ] || read -r -a topics <<<"${TSAN_TOPICS:-iothread iothreads poll coalescing migration quiesce shadow irq queue data}"
 
 if [ -n "$build" ]; then
-	"$top/scripts/build.sh" --tsan --tree "$tree" --builddir "$bdir" \
+	"$top/scripts/build.sh" --tsan $lines --tree "$tree" --builddir "$bdir" \
 		qemu-system-x86_64 tests/qtest/nvme-io-test || exit 1
 fi
 bin=$bdir/tests/qtest/nvme-io-test
