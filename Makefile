@@ -1,18 +1,19 @@
 # nvme-dataplane: a patch queue for QEMU's hw/nvme, and its tooling.
 # Each target is a thin call into one script; see README.md.
 
-.PHONY: all deps tree export build qtest guest check check-asan check-tsan soak fuzz bench bench-device libvirt-check clean help
+.PHONY: all deps tree export build qtest guest check check-series check-asan check-tsan soak fuzz bench bench-device libvirt-check clean help
 
 all: build
 
 help:
 	@echo "make deps    install the Debian packages the project needs"
 	@echo "make tree    build/qemu: pinned upstream + patches/series (git am)"
-	@echo "make export  build/qemu commits since 'upstream' -> patches/"
+	@echo "make export  build/qemu commits since 'upstream' -> patches/ (a directory per series)"
 	@echo "make build   configure and build build/qemu into build/qemu-build"
 	@echo "make qtest   run the NVMe qtests against build/qemu-build"
 	@echo "make guest   build/guest: the Linux guest (kernel + initramfs) from Debian packages"
 	@echo "make check   all tests, from patches/ as committed"
+	@echo "make check-series  the NVMe qtests at the last patch of every topic series"
 	@echo "make check-asan  the NVMe qtests against an AddressSanitizer build"
 	@echo "make check-tsan  the threaded NVMe qtests against a ThreadSanitizer build (TSAN_TOPICS)"
 	@echo "make soak    the seeded, model-checked soak of every data-plane mode (SOAK_SECONDS each)"
@@ -41,6 +42,9 @@ guest: deps
 
 check: deps
 	@scripts/check.sh
+
+check-series: deps
+	@scripts/check_series.sh $(SERIES)
 
 check-asan: tree
 	@scripts/build.sh --asan --builddir build/asan-build \

@@ -275,17 +275,30 @@ def qemu_version():
 
 
 def series_id():
-    """patches/series and a sha256 over it and every patch it lists"""
+    """patches/series and a sha256 over it and every patch it lists (a
+    series directory: its cover letter and patches, in name order)"""
     pdir = os.path.join(nvdp_vm.TOP, "patches")
     h = hashlib.sha256()
+    count = 0
     try:
-        names = [n.strip() for n in open(os.path.join(pdir, "series"))
-                 if n.strip() and not n.startswith("#")]
-        for n in ["series"] + names:
-            h.update(open(os.path.join(pdir, n), "rb").read())
+        entries = [n.split("#")[0].strip()
+                   for n in open(os.path.join(pdir, "series"))]
+        h.update(open(os.path.join(pdir, "series"), "rb").read())
+        for e in filter(None, entries):
+            if e.endswith(".patch"):
+                files = [e]
+            else:
+                d = e.rstrip("/")
+                files = [os.path.join(d, f) for f in
+                         sorted(os.listdir(os.path.join(pdir, d)))
+                         if f.endswith(".patch")]
+            for f in files:
+                h.update(open(os.path.join(pdir, f), "rb").read())
+                if not f.endswith("0000-cover-letter.patch"):
+                    count += 1
     except OSError:
         return None
-    return {"patches": len(names), "sha256": h.hexdigest()}
+    return {"patches": count, "sha256": h.hexdigest()}
 
 
 def host_info():

@@ -2,7 +2,8 @@
 # make check: everything, from patches/ as committed.
 #   1. the project's tests of its own tooling
 #   2. the series applies to pristine upstream (fresh check tree)
-#   3. checkpatch.pl on every patch: 0 errors (warnings listed)
+#   3. checkpatch.pl on every patch: 0 errors (warnings listed); every
+#      message and cover letter as QEMU wants them (check_messages.py)
 #   4. bisectability: every prefix of the series builds hw/nvme, the
 #      emulator and the nvme qtests
 #   5. the nvme qtests, upstream's and ours, against the full series, and
@@ -70,10 +71,10 @@ step() {
 	echo "# $* [$((SECONDS / 60)) min]"
 }
 
-series() {
-	sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$patches/series" 2>/dev/null
-}
-mapfile -t plist < <(series)
+. "$top/scripts/series.sh"
+mapfile -t plist < <(series_patches "$patches")
+# the last patch of each topic series: "INDEX DIR", INDEX counted from 1
+mapfile -t ends < <(series_counts "$patches" | awk '{ n += $2; print n, $1 }')
 
 step "1. tooling tests"
 "$top/tests/tooling.sh" >"$logs/tooling.tap" 2>"$logs/tooling.err"
@@ -86,7 +87,7 @@ if git -C "$tree" rev-parse -q --verify upstream >/dev/null 2>&1; then
 	git -C "$tree" reset -q --hard upstream
 fi
 if NVME_DP_TREE=$tree "$top/scripts/tree.sh" --reapply >"$logs/tree.log" 2>&1; then
-	ok "series: ${#plist[@]} patch(es) apply to upstream $(. "$top/upstream.conf"; echo "$QEMU_VERSION")"
+	ok "series: ${#plist[@]} patch(es) in ${#ends[@]} series apply to upstream $(. "$top/upstream.conf"; echo "$QEMU_VERSION")"
 	applied=1
 else
 	cat "$logs/tree.log" | sed 's/^/# /'
@@ -95,9 +96,10 @@ else
 fi
 
 if [ -n "$applied" ]; then
-	step "3. checkpatch"
+	step "3. checkpatch, and the messages and cover letters"
+	rm -f "$logs"/checkpatch-*.log
 	for p in "${plist[@]}"; do
-		out=$logs/checkpatch-${p%.patch}.log
+		out=$logs/checkpatch-$(echo "${p%.patch}" | tr / -).log
 		(cd "$tree" && perl scripts/checkpatch.pl --no-color "$patches/$p") >"$out" 2>&1
 		total=$(grep -E '^total: [0-9]+ errors' "$out" | tail -n 1)
 		errs=$(echo "$total" | sed -nE 's/^total: ([0-9]+) errors.*/\1/p')
@@ -113,15 +115,29 @@ if [ -n "$applied" ]; then
 		fi
 	done
 
+	# subjects and lines within 76 columns, no word of the queue's own
+	# tooling, a cover letter for each series (scripts/check_messages.py)
+	rm -f "$logs/messages.tap"
+	"$top/scripts/check_messages.py" "$patches" >"$logs/messages.tap" 2>"$logs/messages.err"
+	grep -E '^(not ok|# )' "$logs/messages.tap" | sed 's/^/#   /'
+	count_tap "$logs/messages.tap" messages
+
 	step "4. bisectability"
 	mapfile -t commits < <(git -C "$tree" rev-list --reverse upstream..main)
+	series_end() { # the series a patch ends, as a note
+		local e
+		for e in "${ends[@]}"; do
+			[ "${e%% *}" = "$1" ] && echo " (end of ${e#* })"
+		done
+		return 0
+	}
 	for ((i = 0; i < ${#commits[@]}; i++)); do
 		c=${commits[$i]}
 		subj=$(git -C "$tree" log -1 --format=%s "$c")
 		git -C "$tree" checkout -q --detach "$c"
 		if "$top/scripts/build.sh" $lines --tree "$tree" --builddir "$bdir" \
 			>"$logs/bisect-$((i + 1)).log" 2>&1; then
-			ok "bisect: builds at patch $((i + 1))/${#commits[@]}: $subj"
+			ok "bisect: builds at patch $((i + 1))/${#commits[@]}: $subj$(series_end $((i + 1)))"
 		else
 			tail -n 20 "$logs/bisect-$((i + 1)).log" | sed 's/^/#   /'
 			notok "bisect: builds at patch $((i + 1))/${#commits[@]}: $subj (see $logs/bisect-$((i + 1)).log)"

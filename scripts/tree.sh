@@ -3,7 +3,8 @@
 #   tree.sh [--reapply]   (--reapply: apply the series again even if it matches)
 #   commit 1 (tag "pristine"): the pinned tarball as it is
 #   commit 2 (tag "upstream"): + repack/*.patch (build fixes for Debian's repack)
-#   then every patch of patches/series, in order, with git am.
+#   then every patch of patches/series, in order, with git am; each topic
+#   series (a directory of patches/) ends at a branch series/<directory>.
 # An existing tree whose commits since "upstream" match patches/ is reused.
 # When patches/ changed, the tree is reset to "upstream" and the series
 # applied again, unless it holds work that is not in patches/: then refuse.
@@ -18,9 +19,9 @@ reapply=
 
 die() { echo "tree: $*" >&2; exit 1; }
 
+. "$top/scripts/series.sh"
 series() {
-	[ -f "$patches/series" ] || return 0
-	sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$patches/series"
+	series_patches "$patches"
 }
 
 # patch-ids, one per line, in order
@@ -46,7 +47,7 @@ ensure_identity() {
 }
 
 apply_series() {
-	local p n=0
+	local p n=0 d
 	while read -r p; do
 		n=$((n + 1))
 		if ! git -C "$tree" am -q --keep-cr "$patches/$p" >/dev/null 2>"$tree/.git/am.err"; then
@@ -55,7 +56,32 @@ apply_series() {
 			die "patch $n, patches/$p, does not apply to the tree (base: upstream + patches 1..$((n - 1)))"
 		fi
 	done < <(series)
-	echo "tree: $tree: upstream + $n patch(es)"
+	series_branches force
+	d=$(series_dirs "$patches" | grep -c . || true)
+	if [ "$d" -gt 0 ]; then
+		echo "tree: $tree: upstream + $n patch(es) in $d series"
+	else
+		echo "tree: $tree: upstream + $n patch(es)"
+	fi
+}
+
+# series_branches [force]: branch series/<dir> at the last commit of each
+# topic series; without force, only the branches that are missing
+series_branches() {
+	local d c n=0 commits b
+	if [ "${1:-}" = force ]; then
+		git -C "$tree" for-each-ref --format='%(refname:short)' refs/heads/series/ |
+			while read -r b; do git -C "$tree" branch -q -D "$b"; done
+	fi
+	mapfile -t commits < <(git -C "$tree" rev-list --reverse upstream..HEAD)
+	while read -r d c; do
+		[ -n "$d" ] || continue
+		n=$((n + c))
+		[ "$n" -le "${#commits[@]}" ] || die "the tree has fewer commits than patches/series lists"
+		if [ "${1:-}" = force ] || ! git -C "$tree" rev-parse -q --verify "refs/heads/series/$d" >/dev/null; then
+			git -C "$tree" branch -f "series/$d" "${commits[$((n - 1))]}" >/dev/null
+		fi
+	done < <(series_counts "$patches")
 }
 
 base_stamp() {
@@ -102,6 +128,7 @@ want=$(series_ids)
 have=$(tree_ids)
 stamp=$(cat "$tree/.git/nvme-dp-base" 2>/dev/null || true)
 if [ -z "$reapply" ] && [ "$want" = "$have" ] && [ "$stamp" = "$(base_stamp)" ]; then
+	series_branches
 	echo "tree: $tree matches patches/ ($(echo -n "$have" | grep -c .) patches): reused"
 	exit 0
 fi

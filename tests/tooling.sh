@@ -181,6 +181,125 @@ tree_names_bad_patch() {
 }
 tap "tree: a patch that does not apply stops the build, naming the patch" tree_names_bad_patch
 
+# Topic series: branches series/<name> in the tree become directories.
+series_export() {
+	rm -rf "$NVME_DP_TREE" "$NVME_DP_PATCHES"
+	mkdir -p "$NVME_DP_PATCHES"
+	: >"$NVME_DP_PATCHES/series"
+	"$top/scripts/tree.sh"
+	make_patch hw/a.c 'int s1;' 'hw/a: add s1'
+	make_patch hw/a.c 'int s2;' 'hw/a: add s2'
+	git -C "$NVME_DP_TREE" branch series/01-a
+	make_patch hw/b.c 'int s3;' 'hw/b: add s3'
+	git -C "$NVME_DP_TREE" branch series/02-b
+	"$top/scripts/export.sh" 2>"$work/err"
+	[ "$(grep -v '^#' "$NVME_DP_PATCHES/series")" = "$(printf '01-a/\n02-b/')" ]
+	[ -f "$NVME_DP_PATCHES/01-a/0001-hw-a-add-s1.patch" ]
+	[ -f "$NVME_DP_PATCHES/01-a/0002-hw-a-add-s2.patch" ]
+	[ -f "$NVME_DP_PATCHES/02-b/0001-hw-b-add-s3.patch" ]
+	grep -q '^Subject: \[PATCH 1/2\] hw/a: add s2$' "$NVME_DP_PATCHES/01-a/0001-hw-a-add-s1.patch" && return 1
+	grep -q '^Subject: \[PATCH 2/2\] hw/a: add s2$' "$NVME_DP_PATCHES/01-a/0002-hw-a-add-s2.patch"
+	# a new series gets git's placeholders, and export says so
+	grep -q '^Subject: \[PATCH 0/2\] \*\*\* SUBJECT HERE \*\*\*$' "$NVME_DP_PATCHES/01-a/0000-cover-letter.patch"
+	grep -q 'write the subject and text of .*01-a/0000-cover-letter.patch' "$work/err"
+	# the developer writes them; export keeps them, and makes the rest
+	sed -i -e 's/\*\*\* SUBJECT HERE \*\*\*/hw\/a: two more/' \
+		-e 's/\*\*\* BLURB HERE \*\*\*/Why a needs s1 and s2.\n\nBased-on: none/' \
+		"$NVME_DP_PATCHES/01-a/0000-cover-letter.patch"
+	cp "$NVME_DP_PATCHES/01-a/0000-cover-letter.patch" "$work/cover"
+	"$top/scripts/export.sh"
+	cmp "$work/cover" "$NVME_DP_PATCHES/01-a/0000-cover-letter.patch"
+	grep -q '^Subject: \[PATCH 0/2\] hw/a: two more$' "$work/cover"
+	grep -q '^Why a needs s1 and s2\.$' "$work/cover"
+	grep -q '^Test Author (2):$' "$work/cover"
+	grep -q '^  hw/a: add s1$' "$work/cover"
+	grep -q '^ hw/a.c | 2 ++$' "$work/cover"
+	# the cover letter follows the series: a third patch in 01-a
+	git -C "$NVME_DP_TREE" checkout -q --detach series/01-a
+	make_patch hw/a.c 'int s4;' 'hw/a: add s4'
+	git -C "$NVME_DP_TREE" branch -f series/01-a HEAD
+	git -C "$NVME_DP_TREE" cherry-pick series/02-b >/dev/null
+	git -C "$NVME_DP_TREE" branch -f series/02-b HEAD
+	git -C "$NVME_DP_TREE" branch -f main HEAD
+	git -C "$NVME_DP_TREE" checkout -q main
+	"$top/scripts/export.sh"
+	grep -q '^Subject: \[PATCH 0/3\] hw/a: two more$' "$NVME_DP_PATCHES/01-a/0000-cover-letter.patch"
+	grep -q '^Test Author (3):$' "$NVME_DP_PATCHES/01-a/0000-cover-letter.patch"
+	grep -q '^Why a needs s1 and s2\.$' "$NVME_DP_PATCHES/01-a/0000-cover-letter.patch"
+	[ -f "$NVME_DP_PATCHES/01-a/0003-hw-a-add-s4.patch" ]
+}
+tap "export: each series/<name> branch is a directory with its cover letter; the developer's text is kept, the list and diffstat follow the commits" series_export
+
+series_roundtrip() {
+	cp -r "$NVME_DP_PATCHES" "$work/series-first"
+	rm -rf "$NVME_DP_TREE"
+	"$top/scripts/tree.sh" | grep -q 'upstream + 4 patch(es) in 2 series'
+	[ "$(git -C "$NVME_DP_TREE" log -1 --format=%s series/01-a)" = "hw/a: add s4" ]
+	[ "$(git -C "$NVME_DP_TREE" rev-parse series/02-b)" = "$(git -C "$NVME_DP_TREE" rev-parse HEAD)" ]
+	"$top/scripts/export.sh"
+	diff -r "$work/series-first" "$NVME_DP_PATCHES"
+	# a reused tree keeps its branches
+	"$top/scripts/tree.sh" | grep -q reused
+	[ "$(git -C "$NVME_DP_TREE" log -1 --format=%s series/01-a)" = "hw/a: add s4" ]
+}
+tap "tree: a queue of series directories applies in order, each series ending at its branch; tree + export round-trips" series_roundtrip
+
+series_export_refuses() {
+	make_patch hw/b.c 'int s5;' 'hw/b: add s5'
+	if "$top/scripts/export.sh" 2>"$work/err"; then return 1; fi
+	grep -q '1 commit(s) after series/02-b belong to no series' "$work/err"
+	git -C "$NVME_DP_TREE" branch -f series/02-b HEAD
+	git -C "$NVME_DP_TREE" branch series/03-stale HEAD~3
+	git -C "$NVME_DP_TREE" branch -f series/03-stale "$(git -C "$NVME_DP_TREE" commit-tree -p upstream -m stale "upstream^{tree}")"
+	if "$top/scripts/export.sh" 2>"$work/err"; then return 1; fi
+	grep -q 'series/03-stale is not part of HEAD' "$work/err"
+	git -C "$NVME_DP_TREE" branch -D series/03-stale >/dev/null
+	git -C "$NVME_DP_TREE" branch series/03-same series/02-b
+	if "$top/scripts/export.sh" 2>"$work/err"; then return 1; fi
+	grep -q 'two series end at patch 5' "$work/err"
+	git -C "$NVME_DP_TREE" branch -D series/03-same >/dev/null
+	"$top/scripts/export.sh"
+	[ -f "$NVME_DP_PATCHES/02-b/0002-hw-b-add-s5.patch" ]
+}
+tap "export: refuses commits after the last series, a series branch off HEAD, and two series ending at one commit" series_export_refuses
+
+messages_checked() {
+	"$top/scripts/check_messages.py" "$NVME_DP_PATCHES" >"$work/msg.tap" || true
+	cat "$work/msg.tap"
+	# 02-b's cover letter still has git's placeholders
+	grep -q '^not ok .* - 02-b/ (cover letter, 2 patches)' "$work/msg.tap"
+	grep -q '^ok .* - 01-a/ (cover letter, 3 patches)' "$work/msg.tap"
+	grep -q '^ok .* - 01-a/0001-hw-a-add-s1.patch' "$work/msg.tap"
+	# a long subject, a long line and the queue's tooling in a message
+	echo 'int s6;' >>"$NVME_DP_TREE/hw/b.c"
+	git -C "$NVME_DP_TREE" commit -q -a -s -F - <<MSG
+hw/b: a subject that goes on and on and on, well past the seventy-six columns
+
+A line that is much longer than seventy-six columns, which QEMU's history does not want.
+Run make check-asan to see it, as the previous patch said.
+MSG
+	git -C "$NVME_DP_TREE" branch -f series/02-b HEAD
+	"$top/scripts/export.sh" 2>/dev/null
+	"$top/scripts/check_messages.py" "$NVME_DP_PATCHES" >"$work/msg.tap" || true
+	cat "$work/msg.tap"
+	grep -q '^# subject is 7[7-9] columns' "$work/msg.tap"
+	grep -q '^# line 3 is 8[0-9] columns' "$work/msg.tap"
+	grep -q "^# names the queue's tooling or history: 'make check'" "$work/msg.tap"
+	grep -q "^# names the queue's tooling or history: 'previous patch'" "$work/msg.tap"
+	[ "$(grep -c '^not ok' "$work/msg.tap")" -eq 2 ]
+}
+tap "messages: subjects and lines within 76 columns, no word of the queue's tooling, a written cover letter per series" messages_checked
+
+readme_table() {
+	# README.md's table of the series is the one series_table.py makes
+	# from the committed patches/
+	"$top/scripts/series_table.py" "$top/patches" >"$work/table"
+	[ "$(grep -c '^| \[' "$work/table")" -eq "$(grep -c '/$' "$top/patches/series")" ]
+	python3 -c 'import sys; sys.exit(open(sys.argv[1]).read() not in open(sys.argv[2]).read())' \
+		"$work/table" "$top/README.md"
+}
+tap "README: its table of the series is patches/' (scripts/series_table.py)" readme_table
+
 deps_noop() {
 	out=$("$top/scripts/deps.sh")
 	echo "$out" | grep -q 'packages present'

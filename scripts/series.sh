@@ -1,0 +1,56 @@
+# The patch queue's layout, for tree.sh, export.sh and check.sh (sourced).
+#
+# patches/series lists, in order, either topic series directories
+# ("05-nvme-fixes/") or single patch files ("0001-foo.patch").  A series
+# directory holds its cover letter, 0000-cover-letter.patch, and its
+# patches, 0001-*.patch onwards, applied in the order of their names.
+# In the QEMU tree each series ends at a branch series/<directory>.
+
+# series_entries PATCHES: the entries of PATCHES/series, comments dropped
+series_entries() {
+	[ -f "$1/series" ] || return 0
+	sed -e 's/#.*//' -e 's/[[:space:]]*$//' -e '/^[[:space:]]*$/d' "$1/series"
+}
+
+# series_is_dir ENTRY: whether an entry of patches/series is a directory
+series_is_dir() {
+	case $1 in */) return 0 ;; *.patch) return 1 ;; esac
+	return 0
+}
+
+# series_patches PATCHES: every patch to apply, as paths relative to
+# PATCHES, in order, one per line; cover letters are not patches to apply
+series_patches() {
+	local e d f
+	series_entries "$1" | while read -r e; do
+		if series_is_dir "$e"; then
+			d=${e%/}
+			[ -d "$1/$d" ] || { echo "patches/series names $e, which is not a directory" >&2; echo "/missing/$d"; continue; }
+			for f in "$1/$d"/[0-9][0-9][0-9][0-9]-*.patch; do
+				[ -e "$f" ] || continue
+				case ${f##*/} in 0000-cover-letter.patch) continue ;; esac
+				echo "$d/${f##*/}"
+			done
+		else
+			echo "$e"
+		fi
+	done
+}
+
+# series_dirs PATCHES: the series directories, in order (none for a flat
+# queue)
+series_dirs() {
+	local e
+	series_entries "$1" | while read -r e; do
+		series_is_dir "$e" && echo "${e%/}"
+	done
+	return 0
+}
+
+# series_counts PATCHES: "DIR COUNT" for each series directory, in order
+series_counts() {
+	local d
+	series_dirs "$1" | while read -r d; do
+		echo "$d $(series_patches "$1" | grep -c "^$d/")"
+	done
+}
