@@ -159,6 +159,22 @@ if [ -n "$applied" ]; then
 			>"$logs/docs.tap" 2>"$logs/docs.err"
 		sed 's/^/#   /' "$logs/docs.tap"
 		count_tap "$logs/docs.tap" docs
+		# QEMU's own test runner knows the queue's tests: blk-bench's smoke
+		# runs pass under meson test, nvme-soak is a test of the slow setup
+		if (cd "$bdir" && timeout 300 meson test --no-rebuild \
+			qtest-x86_64/blk-bench-nvme qtest-x86_64/blk-bench-virtio-blk) \
+			>"$logs/meson-test.log" 2>&1; then
+			ok "meson test: qtest-x86_64/blk-bench-nvme and blk-bench-virtio-blk"
+		else
+			tail -n 20 "$logs/meson-test.log" | sed 's/^/#   /'
+			notok "meson test: qtest-x86_64/blk-bench-nvme and blk-bench-virtio-blk (see $logs/meson-test.log)"
+		fi
+		if (cd "$bdir" && meson test --no-rebuild --setup slow --list 2>/dev/null) |
+			grep -q 'qtest-x86_64/nvme-soak$'; then
+			ok "meson test: qtest-x86_64/nvme-soak is a test of the slow setup"
+		else
+			notok "meson test: qtest-x86_64/nvme-soak is not a test of the slow setup"
+		fi
 	else
 		tail -n 30 "$logs/build.log" | sed 's/^/#   /'
 		notok "build of the full series (see $logs/build.log)"
