@@ -35,35 +35,10 @@ mkdir -p "$logs"
 # here): its instrumentation, not its debug information, is its cost.
 lines=--line-tables
 
-pass=0 fail=0 skip=0
-failed=()
-ok() { pass=$((pass + 1)); echo "ok - $*"; }
-notok() { fail=$((fail + 1)); failed+=("$*"); echo "not ok - $*"; }
-skipped() { skip=$((skip + 1)); echo "ok - $* # SKIP"; }
+. "$top/scripts/tap.sh"
 check() { # check NAME CMD...
 	local name=$1; shift
 	if "$@"; then ok "$name"; else notok "$name"; fi
-}
-
-# Count the test cases of a TAP stream in $1 (prefix $2 for names).
-count_tap() {
-	local file=$1 prefix=$2 plan=0 seen=0 line
-	while IFS= read -r line; do
-		case $line in
-		1..*) plan=${line#1..}; plan=${plan%% *} ;;
-		"not ok "*) seen=$((seen + 1)); notok "$prefix: ${line#not ok }" ;;
-		"ok "*"# SKIP"*) seen=$((seen + 1)); skipped "$prefix: ${line#ok }" ;;
-		"ok "*) seen=$((seen + 1)); pass=$((pass + 1)) ;;
-		esac
-	done <"$file"
-	if [ "$seen" -lt "$plan" ]; then
-		local i
-		for ((i = seen; i < plan; i++)); do
-			notok "$prefix: test $((i + 1)) of $plan did not report (crash or hang: see $file)"
-		done
-	fi
-	[ "$plan" -gt 0 ] || [ "$seen" -gt 0 ] || notok "$prefix: ran no test (see $file)"
-	echo "# $prefix: $seen of $plan reported"
 }
 
 # A step's header, with the minutes since make check began (CI has 90)
@@ -77,8 +52,9 @@ mapfile -t plist < <(series_patches "$patches")
 mapfile -t ends < <(series_counts "$patches" | awk '{ n += $2; print n, $1 }')
 
 step "1. tooling tests"
+rm -f "$logs/tooling.tap"
 "$top/tests/tooling.sh" >"$logs/tooling.tap" 2>"$logs/tooling.err"
-count_tap "$logs/tooling.tap" tooling
+count_tap "$logs/tooling.tap" tooling $?
 
 step "2. the series applies to pristine upstream"
 # build/check/qemu is the check's own scratch tree: start it from 'upstream'
@@ -119,8 +95,9 @@ if [ -n "$applied" ]; then
 	# tooling, a cover letter for each series (scripts/check_messages.py)
 	rm -f "$logs/messages.tap"
 	"$top/scripts/check_messages.py" "$patches" >"$logs/messages.tap" 2>"$logs/messages.err"
+	st=$?
 	grep -E '^(not ok|# )' "$logs/messages.tap" | sed 's/^/#   /'
-	count_tap "$logs/messages.tap" messages
+	count_tap "$logs/messages.tap" messages $st
 
 	step "4. bisectability"
 	mapfile -t commits < <(git -C "$tree" rev-list --reverse upstream..main)
@@ -147,6 +124,7 @@ if [ -n "$applied" ]; then
 
 	step "5. nvme qtests"
 	if "$top/scripts/build.sh" $lines --tree "$tree" --builddir "$bdir" >"$logs/build.log" 2>&1; then
+		rm -f "$logs"/qtest-*.tap
 		"$top/scripts/qtest.sh" --builddir "$bdir" --logs "$logs"
 		for f in "$logs"/qtest-*.tap; do
 			[ -e "$f" ] || continue
@@ -154,11 +132,13 @@ if [ -n "$applied" ]; then
 			count_tap "$f" "${n#qtest-}"
 		done
 		# the libvirt example of nvme.rst starts QEMU as it says
+		rm -f "$logs/docs.tap"
 		NVME_DP_QEMU=$bdir/qemu-system-x86_64 "$top/tests/docs_examples.py" \
 			"$tree/docs/system/devices/nvme.rst" \
 			>"$logs/docs.tap" 2>"$logs/docs.err"
+		st=$?
 		sed 's/^/#   /' "$logs/docs.tap"
-		count_tap "$logs/docs.tap" docs
+		count_tap "$logs/docs.tap" docs $st
 		# QEMU's own test runner knows the queue's tests: blk-bench's smoke
 		# runs pass under meson test, nvme-soak is a test of the slow setup
 		if (cd "$bdir" && timeout 300 meson test --no-rebuild \
@@ -183,6 +163,7 @@ if [ -n "$applied" ]; then
 	step "5b. ThreadSanitizer: ${CHECK_TSAN_TOPICS:-iothread iothreads} (make check-tsan runs all)"
 	# its own verdict line (tsan_report.py) counts as one test
 	NVME_DP_TSAN_TOPICS=${CHECK_TSAN_TOPICS:-iothread iothreads}
+	rm -rf "$logs/tsan"
 	TSAN_TOPICS=$NVME_DP_TSAN_TOPICS "$top/scripts/tsan.sh" $lines --tree "$tree" \
 		--builddir "$chk/tsan-build" --logs "$logs/tsan" \
 		>"$logs/tsan.log" 2>&1
@@ -210,24 +191,28 @@ if [ -n "$applied" ]; then
 	# one test case per mode; a failure's trace and replay line are in
 	# soak.err, and printed here
 	# (with gdb, a failure leaves the backtraces of QEMU's threads there)
+	rm -rf "$logs/soak"
 	SOAK_GDB=${SOAK_GDB-$(command -v gdb)} \
 	SOAK_SECONDS=${CHECK_SOAK_SECONDS:-4} SOAK_SEED=${CHECK_SOAK_SEED:-1} \
 		"$top/scripts/soak.sh" --no-build --tree "$tree" --builddir "$bdir" \
 		--logs "$logs/soak" >"$logs/soak.log" 2>&1
+	st=$?
 	if [ -f "$logs/soak/soak.tap" ]; then
 		grep '^# soak: ' "$logs/soak.log" | grep -v '^# soak: ok ' | sed 's/^/#   /'
-		count_tap "$logs/soak/soak.tap" soak
+		count_tap "$logs/soak/soak.tap" soak $st
 	else
 		tail -n 20 "$logs/soak.log" | sed 's/^/#   /'
 		notok "soak: did not run (see $logs/soak.log)"
 	fi
 
 	step "6. guest end-to-end tests (Linux guest, TCG)"
+	rm -f "$logs"/{e2e,libvirt,kvm-guest,bench,bench-device}.tap
 	if "$top/scripts/guest_image.py" >"$logs/guest-image.log" 2>&1; then
 		NVME_DP_QEMU=$bdir/qemu-system-x86_64 E2E_LOGS=$logs \
 			"$top/tests/guest_e2e.py" >"$logs/e2e.tap" 2>"$logs/e2e.err"
+		st=$?
 		sed 's/^/#   /' "$logs/e2e.tap"
-		count_tap "$logs/e2e.tap" e2e
+		count_tap "$logs/e2e.tap" e2e $st
 
 		step "6b. libvirt: a private daemon drives the series' QEMU"
 		# SIGTERM after 15 min: the script still tears its daemon down
@@ -236,26 +221,30 @@ if [ -n "$applied" ]; then
 		LIBVIRT_LOGS=$logs/libvirt \
 			timeout 900 "$top/scripts/libvirt_check.py" \
 			>"$logs/libvirt.tap" 2>"$logs/libvirt.err"
+		st=$?
 		sed 's/^/#   /' "$logs/libvirt.tap"
-		count_tap "$logs/libvirt.tap" libvirt
+		count_tap "$logs/libvirt.tap" libvirt $st
 
 		step "7. the freestanding KVM test guest (TCG; KVM where it runs)"
 		NVME_DP_QEMU=$bdir/qemu-system-x86_64 \
 			"$top/tests/kvm_guest.py" >"$logs/kvm-guest.tap" 2>"$logs/kvm-guest.err"
+		st=$?
 		sed 's/^/#   /' "$logs/kvm-guest.tap"
-		count_tap "$logs/kvm-guest.tap" kvm-guest
+		count_tap "$logs/kvm-guest.tap" kvm-guest $st
 
 		step "8. benchmark smoke run (BENCH_QUICK=1)"
 		NVME_DP_QEMU=$bdir/qemu-system-x86_64 \
 			"$top/tests/bench_smoke.py" >"$logs/bench.tap" 2>"$logs/bench.err"
+		st=$?
 		sed 's/^/#   /' "$logs/bench.tap"
-		count_tap "$logs/bench.tap" bench
+		count_tap "$logs/bench.tap" bench $st
 
 		step "9. device benchmark short run (no guest)"
 		NVME_DP_BUILD=$bdir "$top/tests/bench_device_smoke.py" \
 			>"$logs/bench-device.tap" 2>"$logs/bench-device.err"
+		st=$?
 		sed 's/^/#   /' "$logs/bench-device.tap"
-		count_tap "$logs/bench-device.tap" bench-device
+		count_tap "$logs/bench-device.tap" bench-device $st
 	else
 		tail -n 20 "$logs/guest-image.log" | sed 's/^/#   /'
 		notok "guest image (see $logs/guest-image.log)"

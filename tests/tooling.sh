@@ -290,6 +290,29 @@ MSG
 }
 tap "messages: subjects and lines within 76 columns, no word of the queue's tooling, a written cover letter per series" messages_checked
 
+count_tap_fails_closed() {
+	# make check's counting (scripts/tap.sh), on made-up streams
+	printf 'ok 1 - a\nok 2 - b\n1..2\n' >"$work/good.tap"
+	printf 'ok 1 - a\nok 2 - b\n' >"$work/noplan.tap"
+	printf '1..3\nok 1 - a\nok 2 - b\n' >"$work/short.tap"
+	printf 'ok 1 - a\nok 2 - b\nok 3 - c\n1..2\n' >"$work/long.tap"
+	[ "$( . "$top/scripts/tap.sh"; count_tap "$work/good.tap" x >/dev/null; echo "$pass $fail")" = "2 0" ]
+	# a stream without its plan: the script died before it said it
+	[ "$( . "$top/scripts/tap.sh"; count_tap "$work/noplan.tap" x >/dev/null; echo "$fail")" -ge 1 ]
+	[ "$( . "$top/scripts/tap.sh"; count_tap "$work/short.tap" x >/dev/null; echo "$fail")" -eq 1 ]
+	[ "$( . "$top/scripts/tap.sh"; count_tap "$work/long.tap" x >/dev/null; echo "$fail")" -eq 1 ]
+	# a good stream from a script that failed, or that timeout(1) stopped
+	[ "$( . "$top/scripts/tap.sh"; count_tap "$work/good.tap" x 1 >/dev/null; echo "$fail")" -eq 1 ]
+	( . "$top/scripts/tap.sh"; count_tap "$work/good.tap" libvirt 124 ) |
+		grep -q '^not ok - libvirt: timed out'
+	# no stream at all (a step that did not run, or a stale one removed)
+	[ "$( . "$top/scripts/tap.sh"; count_tap "$work/absent.tap" x >/dev/null; echo "$fail")" -eq 1 ]
+	# make check passes each step's exit status and removes old outputs
+	grep -q 'count_tap "$logs/libvirt.tap" libvirt $st' "$top/scripts/check.sh"
+	grep -q 'rm -rf "$logs/soak"' "$top/scripts/check.sh"
+}
+tap "make check's counting: no plan, fewer or more cases than planned, a failed or timed-out script, no stream: each fails" count_tap_fails_closed
+
 readme_table() {
 	# README.md's table of the series is the one series_table.py makes
 	# from the committed patches/
