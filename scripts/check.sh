@@ -126,6 +126,11 @@ if [ -n "$applied" ]; then
 	if "$top/scripts/build.sh" $lines --tree "$tree" --builddir "$bdir" >"$logs/build.log" 2>&1; then
 		rm -f "$logs"/qtest-*.tap
 		"$top/scripts/qtest.sh" --builddir "$bdir" --logs "$logs"
+		# a binary that was not built wrote nothing: that fails too
+		for n in nvme-io nvme-qos; do
+			[ -e "$logs/qtest-$n.tap" ] ||
+				notok "qtest: $n did not run (no $logs/qtest-$n.tap)"
+		done
 		for f in "$logs"/qtest-*.tap; do
 			[ -e "$f" ] || continue
 			n=$(basename "$f" .tap)
