@@ -8,8 +8,8 @@
 #      emulator and the nvme qtests
 #   5. the nvme qtests, upstream's and ours, against the full series, and
 #      the libvirt example of nvme.rst (tests/docs_examples.py)
-#   5b. the iothread and iothreads qtests under ThreadSanitizer
-#      (scripts/tsan.sh; CHECK_TSAN_TOPICS)
+#   5b. the qtests of every topic with threads under ThreadSanitizer
+#      (scripts/tsan.sh; CHECK_TSAN_TOPICS to choose fewer)
 #   5c. a short run of the seeded soak over every data-plane mode
 #      (scripts/soak.sh; CHECK_SOAK_SECONDS per mode, CHECK_SOAK_SEED)
 #   6. end-to-end tests in a Linux guest (fio verify in each NVMe config,
@@ -124,7 +124,7 @@ if [ -n "$applied" ]; then
 
 	step "5. nvme qtests"
 	if "$top/scripts/build.sh" $lines --tree "$tree" --builddir "$bdir" >"$logs/build.log" 2>&1; then
-		rm -f "$logs"/qtest-*.tap
+		rm -f "$logs"/qtest-*.tap "$logs"/qtest-*.rc
 		"$top/scripts/qtest.sh" --builddir "$bdir" --logs "$logs"
 		# a binary that was not built wrote nothing: that fails too
 		for n in nvme-io nvme-qos; do
@@ -134,7 +134,7 @@ if [ -n "$applied" ]; then
 		for f in "$logs"/qtest-*.tap; do
 			[ -e "$f" ] || continue
 			n=$(basename "$f" .tap)
-			count_tap "$f" "${n#qtest-}"
+			count_tap "$f" "${n#qtest-}" "$(cat "${f%.tap}.rc" 2>/dev/null || echo 0)"
 		done
 		# the libvirt example of nvme.rst starts QEMU as it says
 		rm -f "$logs/docs.tap"
@@ -165,13 +165,13 @@ if [ -n "$applied" ]; then
 		notok "build of the full series (see $logs/build.log)"
 	fi
 
-	step "5b. ThreadSanitizer: ${CHECK_TSAN_TOPICS:-iothread iothreads} (make check-tsan runs all)"
-	# its own verdict line (tsan_report.py) counts as one test
-	NVME_DP_TSAN_TOPICS=${CHECK_TSAN_TOPICS:-iothread iothreads}
+	step "5b. ThreadSanitizer: ${CHECK_TSAN_TOPICS:-every topic with threads}"
+	# its own verdict (tsan_report.py) counts as one test
 	rm -rf "$logs/tsan"
-	TSAN_TOPICS=$NVME_DP_TSAN_TOPICS "$top/scripts/tsan.sh" $lines --tree "$tree" \
+	TSAN_TOPICS=${CHECK_TSAN_TOPICS:-} "$top/scripts/tsan.sh" $lines --tree "$tree" \
 		--builddir "$chk/tsan-build" --logs "$logs/tsan" \
 		>"$logs/tsan.log" 2>&1
+	tsan_rc=$?
 	if [ -d "$logs/tsan" ] && ls "$logs"/tsan/tsan-*.tap >/dev/null 2>&1; then
 		for f in "$logs"/tsan/tsan-*.tap; do
 			n=$(basename "$f" .tap)
@@ -182,10 +182,14 @@ if [ -n "$applied" ]; then
 		# CI output alone says what raced
 		sed -n "/^# ThreadSanitizer reports in code of the series/,/^# \(ThreadSanitizer reports in upstream\|accounted\|tsan:\)/p" \
 			"$logs/tsan.log" | sed '1d;$d' | sed 's/^/#   /'
-		if grep -q "^ok - ThreadSanitizer: no report in the series' code" "$logs/tsan.log"; then
+		# the judge's exit status and verdict, both: a judge that died, or
+		# failed on something else (unsymbolized reports), fails
+		grep '^not ok - ThreadSanitizer' "$logs/tsan.log" | sed 's/^/#   /'
+		if [ "$tsan_rc" -eq 0 ] &&
+			grep -q "^ok - ThreadSanitizer: no report in the series' code" "$logs/tsan.log"; then
 			ok "tsan: no ThreadSanitizer report in the series' code"
 		else
-			notok "tsan: ThreadSanitizer reports in the series' code (see $logs/tsan.log)"
+			notok "tsan: ThreadSanitizer reports in the series' code, or a run or judge that failed (exit $tsan_rc; see $logs/tsan.log)"
 		fi
 	else
 		tail -n 30 "$logs/tsan.log" | sed 's/^/#   /'

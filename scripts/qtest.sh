@@ -18,7 +18,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 mkdir -p "$logs"
-rm -f "$logs"/qtest-*.tap
+rm -f "$logs"/qtest-*.tap "$logs"/qtest-*.rc
 [ -x "$bdir/qemu-system-x86_64" ] || { echo "qtest: no $bdir/qemu-system-x86_64: run make build" >&2; exit 1; }
 export QTEST_QEMU_BINARY=$bdir/qemu-system-x86_64
 
@@ -28,6 +28,9 @@ run() { # run NAME BINARY ARGS...
 	echo "# qtest: $name"
 	timeout 1500 "$bin" --tap -k "$@" >"$logs/qtest-$name.tap" 2>"$logs/qtest-$name.err"
 	local rc=$?
+	# the exit status, for make check's count: a binary that aborts after
+	# its last case (a leak, an assertion at exit) fails
+	echo "$rc" >"$logs/qtest-$name.rc"
 	grep -E '^(not ok|ok|1\.\.)' "$logs/qtest-$name.tap" | sed 's/^/#   /'
 	[ $rc -eq 0 ] || { echo "# qtest: $name exited $rc; stderr:"; tail -n 20 "$logs/qtest-$name.err" | sed 's/^/#   /'; }
 }
@@ -35,18 +38,29 @@ run() { # run NAME BINARY ARGS...
 if [ ${#only[@]} -eq 0 ]; then
 	run nvme-qos "$bdir/tests/qtest/qos-test" \
 		-p $qos/oob-cmb-access -p $qos/pmr-test-access -p $qos/reg-read
-	[ -x "$bdir/tests/qtest/nvme-io-test" ] && run nvme-io "$bdir/tests/qtest/nvme-io-test"
+	if [ -x "$bdir/tests/qtest/nvme-io-test" ]; then
+		run nvme-io "$bdir/tests/qtest/nvme-io-test"
+	else
+		echo "# qtest: nvme-io-test not built in $bdir"
+		printf '1..1\nnot ok 1 - nvme-io-test: not built in %s\n' "$bdir" \
+			>"$logs/qtest-nvme-io.tap"
+	fi
 	# The AioContext unit tests (scripts/unit_tests.sh); their results
-	# count with the qtests'.  One that build.sh did not build is a skip
-	# that says so, not a silence.
+	# count with the qtests'.  One that was not built fails, except the
+	# io_uring one in a build without liburing: a skip that says so.
 	. "$top/scripts/unit_tests.sh"
 	for t in "${NVDP_UNIT_TESTS[@]}"; do
 		if [ -x "$bdir/tests/unit/$t" ]; then
 			run "unit-$t" "$bdir/tests/unit/$t"
+		elif [ "$t" = test-aio-poll-io-uring ] &&
+			! grep -q '^#define CONFIG_LINUX_IO_URING' "$bdir/config-host.h" 2>/dev/null; then
+			echo "# qtest: unit-$t: this build has no liburing"
+			printf '1..1\nok 1 - %s # SKIP no liburing (make deps installs liburing-dev)\n' \
+				"$t" >"$logs/qtest-unit-$t.tap"
 		else
 			echo "# qtest: unit-$t not built in $bdir"
-			printf '1..1\nok 1 - %s # SKIP not built in %s (no liburing, or a tree without it)\n' \
-				"$t" "$bdir" >"$logs/qtest-unit-$t.tap"
+			printf '1..1\nnot ok 1 - %s: not built in %s\n' "$t" "$bdir" \
+				>"$logs/qtest-unit-$t.tap"
 		fi
 	done
 else
@@ -68,6 +82,11 @@ if [ -n "$check" ]; then
 		fail=$((fail + 1))
 	fi
 	[ $((pass + skip)) -lt "$plan" ] && fail=$((fail + plan - pass - skip))
+	for f in "$logs"/qtest-*.rc; do
+		[ -e "$f" ] && [ "$(cat "$f")" != 0 ] || continue
+		echo "# $(basename "$f" .rc) exited with status $(cat "$f")"
+		fail=$((fail + 1))
+	done
 	echo "$pass passed, $fail failed, $skip skipped"
 	[ "$fail" -eq 0 ]
 	exit

@@ -4,6 +4,13 @@
 # the script that wrote it exited with status 0: a script that dies half
 # way, or a step that times out, fails, naming the step.
 
+# The reasons a case may skip for, as README.md's "Skips" lists them: no
+# KVM here (or only software KVM), libvirt that cannot run here, a package
+# that is missing ("make deps installs ..."), a host without io_uring or
+# O_DIRECT in its temporary directory.  A skip for any other reason, or
+# for none, fails: a test that did not reach what it guards did not pass.
+SKIP_REASONS='KVM|kvm|libvirt|needs root|mount namespace|make deps installs|fdmon_poll_ops not in use|io_uring|O_DIRECT'
+
 pass=0 fail=0 skip=0
 failed=()
 ok() { pass=$((pass + 1)); echo "ok - $*"; }
@@ -23,7 +30,13 @@ count_tap() {
 		case $line in
 		1..*) plan=${line#1..}; plan=${plan%% *} ;;
 		"not ok "*) seen=$((seen + 1)); notok "$prefix: ${line#not ok }" ;;
-		"ok "*"# SKIP"*) seen=$((seen + 1)); skipped "$prefix: ${line#ok }" ;;
+		"ok "*"# SKIP"*)
+			seen=$((seen + 1))
+			if [[ ${line#*# SKIP} =~ $SKIP_REASONS ]]; then
+				skipped "$prefix: ${line#ok }"
+			else
+				notok "$prefix: ${line#ok } (not a reason a test may skip for: see README.md, Skips)"
+			fi ;;
 		"ok "*) seen=$((seen + 1)); pass=$((pass + 1)) ;;
 		esac
 	done <"$file"

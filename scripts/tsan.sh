@@ -43,6 +43,9 @@ while [ $# -gt 0 ]; do
 done
 [ ${#topics[@]} -gt 0 ] || read -r -a topics <<<"${TSAN_TOPICS:-iothread iothreads poll coalescing migration quiesce shadow irq queue data}"
 
+# a run that stops early leaves no old results behind to be judged
+mkdir -p "$logs"
+rm -f "$logs"/tsan-*
 if [ -n "$build" ]; then
 	"$top/scripts/build.sh" --tsan $lines --tree "$tree" --builddir "$bdir" \
 		qemu-system-x86_64 tests/qtest/nvme-io-test || exit 1
@@ -51,15 +54,13 @@ bin=$bdir/tests/qtest/nvme-io-test
 [ -x "$bin" ] && [ -x "$bdir/qemu-system-x86_64" ] ||
 	{ echo "tsan: no TSan build in $bdir: run make check-tsan" >&2; exit 1; }
 
-mkdir -p "$logs"
-rm -f "$logs"/tsan-*
 # One suppressions file: upstream's (tests/tsan/, its reasons there) and
 # the project's.
 supp=$logs/suppressions.txt
 rules=$top/scripts/tsan-suppressions.txt
 {
 	cat "$tree/tests/tsan/suppressions.tsan" 2>/dev/null
-	grep -v -E '^(top|mem):' "$rules"
+	grep -v -E '^(top|mem|pair):' "$rules"
 } >"$supp"
 if grep -v '^#' "$rules" | sed 's/#.*//' | grep -q -i nvme; then
 	echo "tsan: scripts/tsan-suppressions.txt names nvme code: races there are fixed, not suppressed" >&2

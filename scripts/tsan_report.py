@@ -37,7 +37,7 @@ import re
 import subprocess
 import sys
 
-FRAME = re.compile(r'^\s+#(\d+) (\S+) (.*?)(?: \(\S+\+0x[0-9a-f]+\))?'
+FRAME = re.compile(r'^\s+#(\d+) (\S+) (.*?)(?: \((\S+)\+0x[0-9a-f]+\))?'
                    r'(?: \(BuildId: [0-9a-f]+\))?$')
 HEADER = re.compile(r'^  (\S.*):$')
 ACCESS = re.compile(r'(?:read|write|Read|Write) of size')
@@ -71,6 +71,11 @@ def parse_reports(text):
         sections = []
         cur = None
         for line in block.splitlines():
+            if line.startswith('WARNING: ThreadSanitizer:'):
+                # the stack of a report that is not about an access
+                cur = ('Stack', [])
+                sections.append(cur)
+                continue
             h = HEADER.match(line)
             if h:
                 cur = (h.group(1), [])
@@ -78,7 +83,7 @@ def parse_reports(text):
                 continue
             f = FRAME.match(line)
             if f and cur is not None:
-                cur[1].append((f.group(2), f.group(3)))
+                cur[1].append((f.group(2), f.group(3), f.group(4) or ''))
         s = re.search(r'^SUMMARY: ThreadSanitizer: (.*)$', block, re.M)
         reports.append((kind, sections, s.group(1) if s else kind))
     return reports
@@ -112,7 +117,7 @@ LIBC = re.compile(r'^(__interceptor_|__tsan_|__sanitizer_)|^(memcpy|memmove|'
 
 def innermost(frames):
     """The first frame that is QEMU's own, not libc or a header's wrapper."""
-    for func, loc in frames:
+    for func, loc, _ in frames:
         if LIBC.search(func) or loc.startswith('/usr/include/') or \
                 loc.startswith('<null>') or '/include/qemu/bswap.h' in loc:
             continue
@@ -121,19 +126,24 @@ def innermost(frames):
 
 
 def load_rules(path):
-    """[(kind, FUNC)] of the "top:" and "mem:" lines"""
+    """[(kind, FUNC or (FUNC, FUNC))] of the "top:", "mem:", "pair:" lines"""
     rules = []
-    for line in open(path):
+    for n, line in enumerate(open(path), 1):
         line = line.split('#', 1)[0].strip()
         if line.startswith(('top:', 'mem:')):
             rules.append((line[:3], line[4:].strip()))
+        elif line.startswith('pair:'):
+            funcs = line[5:].split()
+            if len(funcs) != 2:
+                sys.exit('%s:%d: "pair:" names two functions' % (path, n))
+            rules.append(('pair', tuple(sorted(funcs))))
     return rules
 
 
 def series_frames(frames, tree, bdir, changed):
     """The frames of @frames in hw/nvme or on a line the series changed"""
     ours = []
-    for func, loc in frames:
+    for func, loc, _ in frames:
         path, line = frame_source(loc, tree, bdir)
         if path and (path.startswith('hw/nvme/') or
                      line in changed.get(path, ())):
@@ -141,9 +151,55 @@ def series_frames(frames, tree, bdir, changed):
     return ours
 
 
+# the executables of the run, whose frames must have names and lines
+QEMU_MODULES = re.compile(r'^(qemu-\S+|nvme-\S+-test|\S+-test|blk-bench)$')
+
+
+def unsymbolized(frames):
+    """Frames of QEMU's executables without a function name: llvm-symbolizer
+    was missing, or the binary has no symbols.  (An interceptor, memcpy
+    <null>, or an inlined frame has a name without a line.)"""
+    bad = []
+    for func, loc, module in frames:
+        if not QEMU_MODULES.match(os.path.basename(module)):
+            continue
+        if func == '<null>' or re.match(r'^0x[0-9a-f]+$', func):
+            bad.append('%s %s (%s)' % (func, loc, module))
+    return bad
+
+
 def access_sections(sections):
     return [s for s in sections
             if ACCESS.search(s[0]) and not s[0].startswith('Location')]
+
+
+def stack_sections(sections):
+    """The stacks a report is about: its accesses, or (a report of another
+    kind: a mutex, a signal, a leak) its own stack"""
+    return access_sections(sections) or \
+        [s for s in sections if s[0] == 'Stack' and s[1]]
+
+
+def is_race(kind):
+    return kind == 'data race' or kind.startswith('data race ')
+
+
+def account(rules, kind, accesses, tops, device_only, any_ours):
+    """The rule that accounts a report, or None.  Rules account data races
+    only.  "top:" and "mem:" lines only races whose access stacks have no
+    frame of the series (mem: also those with a side that is the guest's);
+    "pair:" lines races of the two functions named, whatever the frames."""
+    if not is_race(kind) or len(accesses) != 2:
+        return None
+    for r in rules:
+        if r[0] == 'pair' and tuple(sorted(tops)) == r[1]:
+            return r
+    for r in rules:
+        if r[0] == 'top' and not any_ours and r[1] in tops:
+            return r
+        if r[0] == 'mem' and not device_only and r[1] in tops:
+            return r
+    return None
 
 
 def main():
@@ -189,30 +245,44 @@ def main():
     # the reports
     distinct = collections.OrderedDict()
     total = 0
+    nosym = collections.Counter()
     for f in sorted(glob.glob(os.path.join(a.logs, 'tsan-*.report.*'))):
         topic = os.path.basename(f).split('.')[0][5:]
         for kind, sections, summary in parse_reports(open(f, errors='replace').read()):
             total += 1
             accesses = access_sections(sections)
-            tops = [innermost(fr) for _, fr in accesses]
-            device_only = bool(accesses) and all(
-                series_frames(fr, tree, bdir, changed) for _, fr in accesses)
-            rule = next((r for r in rules if r[1] in tops and
-                         not (r[0] == 'mem' and device_only)), None)
-            if rule:
-                accounted['%s:%s' % rule] += 1
+            stacks = stack_sections(sections)
+            bad = [b for _, fr in stacks for b in unsymbolized(fr)]
+            if bad:
+                nosym[bad[0]] += 1
                 continue
-            ours = []
+            tops = [innermost(fr) for _, fr in accesses]
+            per = [series_frames(fr, tree, bdir, changed) for _, fr in stacks]
+            any_ours = any(per)
+            device_only = bool(accesses) and all(per)
+            rule = account(rules, kind, accesses, tops, device_only, any_ours)
+            if rule:
+                name = ' '.join(rule[1]) if rule[0] == 'pair' else rule[1]
+                accounted['%s:%s' % (rule[0], name)] += 1
+                continue
+            ours = [o for p in per for o in p]
             key_frames = []
-            for header, frames in accesses or sections[:1]:
-                ours += series_frames(frames, tree, bdir, changed)
-                key_frames.append(tuple(func for func, _ in frames[:3]))
+            for header, frames in stacks or sections[:1]:
+                key_frames.append(tuple(func for func, _, _ in frames[:3]))
             key = (kind, tuple(sorted(key_frames)))
             d = distinct.setdefault(key, {'count': 0, 'topics': set(),
                                           'ours': ours, 'summary': summary,
                                           'sections': sections, 'file': f})
             d['count'] += 1
             d['topics'].add(topic)
+
+    if nosym:
+        n = sum(nosym.values())
+        print('not ok - ThreadSanitizer: %d reports with frames of QEMU that '
+              'have no function or line: the symbolizer is missing '
+              '(llvm-symbolizer; ASAN_SYMBOLIZER_PATH) or the build has no '
+              'debug information; e.g. %s' % (n, nosym.most_common(1)[0][0]))
+        failed += 1
 
     series = [d for d in distinct.values() if d['ours']]
     upstream = [d for d in distinct.values() if not d['ours']]
@@ -224,9 +294,9 @@ def main():
         for d in group:
             print('#  - %s  (x%d; %s; e.g. %s)' % (d['summary'], d['count'],
                   ' '.join(sorted(d['topics'])), os.path.basename(d['file'])))
-            for header, frames in access_sections(d['sections']):
+            for header, frames in stack_sections(d['sections']):
                 print('#      %s' % header)
-                for func, loc in frames[:6]:
+                for func, loc, _ in frames[:6]:
                     print('#        %s %s' % (func, loc))
             if d['ours']:
                 print('#      series frames: %s' % '; '.join(d['ours'][:4]))

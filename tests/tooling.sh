@@ -11,7 +11,7 @@ tap() { # tap NAME CMD...
 	local name=$1; shift
 	n=$((n + 1))
 	# not in an if: errexit is ignored in a condition, even in a subshell
-	( set -e; "$@" ) >"$work/out.$n" 2>&1
+	( set -e; [ -z "${TOOLING_TRACE:-}" ] || set -x; "$@" ) >"$work/out.$n" 2>&1
 	local rc=$?
 	if [ $rc -eq 0 ]; then
 		echo "ok $n - $name"
@@ -105,7 +105,7 @@ export_roundtrip() {
 	head -n 1 "$NVME_DP_PATCHES/0001-hw-a-add-a2.patch" | grep -q '^From 0000000000000000000000000000000000000000 '
 	grep -q '^Subject: \[PATCH\] hw/a: add a2$' "$NVME_DP_PATCHES/0001-hw-a-add-a2.patch"
 	grep -q '^Signed-off-by: Test Author <author@example.invalid>$' "$NVME_DP_PATCHES/0001-hw-a-add-a2.patch"
-	! grep -q '^-- $' "$NVME_DP_PATCHES/0002-hw-b-add-b2.patch"
+	if grep -q '^-- $' "$NVME_DP_PATCHES/0002-hw-b-add-b2.patch"; then false; fi
 	cp -r "$NVME_DP_PATCHES" "$work/first"
 	# rebuilding the tree from the patches and exporting again changes nothing
 	rm -rf "$NVME_DP_TREE"
@@ -312,6 +312,19 @@ count_tap_fails_closed() {
 	grep -q 'rm -rf "$logs/soak"' "$top/scripts/check.sh"
 }
 tap "make check's counting: no plan, fewer or more cases than planned, a failed or timed-out script, no stream: each fails" count_tap_fails_closed
+
+# A skip counts as one only for a reason README.md lists; the race tests'
+# "did not reach it" and a skip without a reason fail
+skip_reasons() {
+	printf '1..5\nok 1 - a # SKIP no usable /dev/kvm on this host\nok 2 - b # SKIP no virt-xml-validate (make deps installs libvirt-clients)\nok 3 /c # SKIP fdmon_poll_ops not in use\nok 4 /d # SKIP libvirt 11.3.0 has no native NVMe disks (11.5 added them)\nok 5 - e # SKIP the temporary directory does not support O_DIRECT\n' >"$work/skips.tap"
+	[ "$( . "$top/scripts/tap.sh"; count_tap "$work/skips.tap" x >/dev/null; echo "$skip $fail")" = "5 0" ]
+	printf '1..2\nok 1 /shadow/race # SKIP the host never reaped between the device'"'"'s two reads\nok 2 - f # SKIP\n' >"$work/badskips.tap"
+	[ "$( . "$top/scripts/tap.sh"; count_tap "$work/badskips.tap" x >/dev/null; echo "$skip $fail")" = "0 2" ]
+	( . "$top/scripts/tap.sh"; count_tap "$work/badskips.tap" x ) |
+		grep -q 'not a reason a test may skip for'
+	grep -q '^## Skips' "$top/README.md"
+}
+tap "make check's counting: a skip counts only for a reason README.md lists" skip_reasons
 
 readme_table() {
 	# README.md's table of the series is the one series_table.py makes
@@ -605,13 +618,117 @@ R
 		--logs "$d/logs" --rules "$d/rules" >"$d/out2"; then false; fi
 	grep -q 'accounted by mem:ramcopy: 1' "$d/out2"
 	grep -q "1 in the series' code" "$d/out2"
-	# a top: rule accounts the same report, however deep the series is
+	# a top: rule does not account a race with frames of the series
 	printf 'top:ramcopy # an upstream race\n' >"$d/rules"
-	python3 "$top/scripts/tsan_report.py" --tree "$t" --builddir "$d/build" \
-		--logs "$d/logs" --rules "$d/rules" >"$d/out3"
-	grep -q 'accounted by top:ramcopy: 2' "$d/out3"
+	if python3 "$top/scripts/tsan_report.py" --tree "$t" --builddir "$d/build" \
+		--logs "$d/logs" --rules "$d/rules" >"$d/out3"; then false; fi
+	if grep -q 'accounted by top:ramcopy' "$d/out3"; then false; fi
+	grep -q "1 in the series' code" "$d/out3"
 }
 tap "tsan_report.py: a mem: rule does not account a race both sides of which are the device's" tsan_mem_rule
+
+# The judge's rules fail closed.  A heap-use-after-free between
+# aio_bh_enqueue <- qemu_bh_schedule <- nvme_cq_schedule and free <-
+# nvme_free_cq is not accounted by top:aio_bh_enqueue, nor by a pair:
+# rule naming both sides (rules account data races only); a data race
+# under top:object_unref with frames of the series is not accounted by
+# it; a pair: rule accounts the race of its two functions only; a report
+# whose frames have no names fails the run, naming the symbolizer.
+tsan_rules_fail_closed() {
+	local d=$work/tsanrules t=$work/tsanrules/tree
+	tsan_tree "$d"
+	printf 'ok 1 /a\n1..1\n' >"$d/logs/tsan-x.tap"
+	judge() { # OUT: runs the judge, true if it passed
+		python3 "$top/scripts/tsan_report.py" --tree "$t" --builddir "$d/build" \
+			--logs "$d/logs" --rules "$d/rules" >"$d/$1"
+	}
+	two() { # KIND TOP1 FILE1 TOP2 FILE2: a report of two accesses
+		cat <<R
+==================
+WARNING: ThreadSanitizer: $1 (pid=1)
+  Write of size 8 at 0x1 by thread T1:
+    #0 $2 ../tree/util/x.c:1:2 (qemu-system-x86_64+0x2) (BuildId: ab)
+    #1 caller1 ../tree/$3:1:1 (qemu-system-x86_64+0x3) (BuildId: ab)
+
+  Previous write of size 8 at 0x1 by main thread:
+    #0 $4 ../tree/util/x.c:1:1 (qemu-system-x86_64+0x4) (BuildId: ab)
+    #1 caller2 ../tree/$5:1:1 (qemu-system-x86_64+0x5) (BuildId: ab)
+
+SUMMARY: ThreadSanitizer: $1 ../tree/util/x.c:1:2 in $2
+==================
+R
+	}
+	printf 'top:aio_bh_enqueue # a reason\npair:aio_bh_enqueue free # a reason\n' >"$d/rules"
+	two heap-use-after-free aio_bh_enqueue hw/nvme/ctrl.c free hw/nvme/ctrl.c \
+		>"$d/logs/tsan-x.report.1"
+	if judge out1; then false; fi
+	if grep -q '^# accounted by' "$d/out1"; then false; fi
+	grep -q "1 in the series' code" "$d/out1"
+	# the same, all upstream: listed, never accounted
+	two heap-use-after-free aio_bh_enqueue util/x.c free util/x.c \
+		>"$d/logs/tsan-x.report.1"
+	judge out2
+	if grep -q '^# accounted by' "$d/out2"; then false; fi
+	grep -q '1 upstream only' "$d/out2"
+	# top: accounts an upstream race, not one with frames of the series
+	printf 'top:object_unref # a reason\n' >"$d/rules"
+	two 'data race' object_unref util/x.c object_ref util/x.c \
+		>"$d/logs/tsan-x.report.1"
+	judge out3
+	grep -q 'accounted by top:object_unref: 1' "$d/out3"
+	two 'data race' object_unref hw/nvme/ctrl.c object_ref util/x.c \
+		>"$d/logs/tsan-x.report.1"
+	if judge out4; then false; fi
+	grep -q "1 in the series' code" "$d/out4"
+	# pair: accounts the race of exactly its two functions
+	printf 'pair:object_ref object_unref # a reason\n' >"$d/rules"
+	judge out5
+	grep -q 'accounted by pair:object_ref object_unref: 1' "$d/out5"
+	two 'data race' object_unref hw/nvme/ctrl.c other_fn util/x.c \
+		>"$d/logs/tsan-x.report.1"
+	if judge out6; then false; fi
+	grep -q "1 in the series' code" "$d/out6"
+	# unsymbolized frames of QEMU fail the run, upstream or not
+	printf '' >"$d/rules"
+	two 'data race' upstream_fn util/x.c other_fn util/x.c |
+		sed 's|#1 caller1 [^(]*|#1 <null> <null> |' >"$d/logs/tsan-x.report.1"
+	grep -q '#1 <null> <null> (qemu-system-x86_64+0x3)' "$d/logs/tsan-x.report.1"
+	if judge out7; then false; fi
+	grep -q '^not ok - ThreadSanitizer: 1 reports with frames of QEMU that have no function' "$d/out7"
+	grep -q 'symbolizer is missing' "$d/out7"
+}
+tap "tsan_report.py: rules account data races only, top: only upstream ones, pair: its two functions; unsymbolized reports fail" tsan_rules_fail_closed
+
+# qtest.sh on a fake build: a missing nvme-io-test fails; a unit test that
+# was not built fails, except the io_uring one in a build without liburing
+# (a skip naming it); each binary's exit status is kept for the count.
+qtest_fails_closed() {
+	local b=$work/qtb l=$work/qtl
+	mkdir -p "$b/tests/qtest" "$b/tests/unit" "$l"
+	printf '#!/bin/sh\n' >"$b/qemu-system-x86_64"
+	printf '#!/bin/sh\necho "1..1"; echo "ok 1 /a"; exit 0\n' >"$b/tests/qtest/qos-test"
+	for u in test-aio test-aio-multithread; do
+		printf '#!/bin/sh\necho "1..1"; echo "ok 1 /u"; exit 3\n' >"$b/tests/unit/$u"
+	done
+	chmod +x "$b/qemu-system-x86_64" "$b/tests/qtest/qos-test" "$b/tests/unit/"*
+	: >"$b/config-host.h"
+	"$top/scripts/qtest.sh" --builddir "$b" --logs "$l" >"$work/qt.out"
+	grep -q '^not ok 1 - nvme-io-test: not built' "$l/qtest-nvme-io.tap"
+	grep -q '^not ok 1 - test-nested-aio-poll: not built' "$l/qtest-unit-test-nested-aio-poll.tap"
+	grep -q '# SKIP no liburing' "$l/qtest-unit-test-aio-poll-io-uring.tap"
+	[ "$(cat "$l/qtest-unit-test-aio.rc")" = 3 ]
+	[ "$(cat "$l/qtest-nvme-qos.rc")" = 0 ]
+	# with liburing, the io_uring test that is missing fails too
+	echo '#define CONFIG_LINUX_IO_URING' >"$b/config-host.h"
+	"$top/scripts/qtest.sh" --builddir "$b" --logs "$l" >"$work/qt.out"
+	grep -q '^not ok 1 - test-aio-poll-io-uring: not built' "$l/qtest-unit-test-aio-poll-io-uring.tap"
+	# and the count fails a binary that exited non-zero after passing
+	( . "$top/scripts/tap.sh"
+	  count_tap "$l/qtest-unit-test-aio.tap" unit-test-aio "$(cat "$l/qtest-unit-test-aio.rc")"
+	  [ "$fail" -eq 1 ] ) >"$work/qt.count"
+	grep -q 'exited with status 3' "$work/qt.count"
+}
+tap "qtest.sh: a missing binary fails, only the io_uring unit test may skip (no liburing), exit statuses count" qtest_fails_closed
 
 # The harness itself: a failing step in the middle of a case fails it.
 harness_fails() { false; true; }
