@@ -30,7 +30,8 @@ for a in "$@"; do
 	esac
 done
 [ ${#configs[@]} -gt 0 ] || configs=(nvme nvme-eventfd nvme-iothread nvme-iothread-poll nvme-iothreads
-	nvme-coalescing)
+	nvme-coalescing nvme-options nvme-options-pmr nvme-iothread-options
+	nvme-iothread-options-pmr)
 
 if [ -n "$build" ]; then
 	"$top/scripts/build.sh" --fuzz --builddir "$bdir" qemu-fuzz-x86_64 || exit 1
