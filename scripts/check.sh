@@ -175,7 +175,7 @@ if [ -n "$applied" ]; then
 	if [ -d "$logs/tsan" ] && ls "$logs"/tsan/tsan-*.tap >/dev/null 2>&1; then
 		for f in "$logs"/tsan/tsan-*.tap; do
 			n=$(basename "$f" .tap)
-			count_tap "$f" "$n"
+			count_tap "$f" "$n" "$(cat "${f%.tap}.rc" 2>/dev/null || echo 1)"
 		done
 		grep -E '^# (tsan|ThreadSanitizer)' "$logs/tsan.log" | sed 's/^/#   /'
 		# a report in the series' code in full (its frames), so that the

@@ -30,6 +30,7 @@ count_tap() {
 		case $line in
 		1..*) plan=${line#1..}; plan=${plan%% *} ;;
 		"not ok "*) seen=$((seen + 1)); notok "$prefix: ${line#not ok }" ;;
+		"Bail out!"*) notok "$prefix: $line" ;;
 		"ok "*"# SKIP"*)
 			seen=$((seen + 1))
 			if [[ ${line#*# SKIP} =~ $SKIP_REASONS ]]; then

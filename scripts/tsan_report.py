@@ -184,13 +184,32 @@ def is_race(kind):
     return kind == 'data race' or kind.startswith('data race ')
 
 
+WRITE_LOCKS = re.compile(r'\(mutexes: ([^)]*)\)')
+
+
+def write_locks(header):
+    """The mutexes an access's header says it held for writing"""
+    m = WRITE_LOCKS.search(header)
+    if not m:
+        return set()
+    return {w.split()[1] for w in m.group(1).split(', ')
+            if w.startswith('write ')}
+
+
 def account(rules, kind, accesses, tops, device_only, any_ours):
     """The rule that accounts a report, or None.  Rules account data races
-    only.  "top:" and "mem:" lines only races whose access stacks have no
-    frame of the series (mem: also those with a side that is the guest's);
-    "pair:" lines races of the two functions named, whatever the frames."""
+    only.  Two accesses that both held the same mutex for writing cannot
+    race: ThreadSanitizer lost the order (the BQL unlocked by a coroutine
+    that moved threads, which it reports as "unlock of an unlocked
+    mutex", or its clocks reset in a long run), whatever the frames.
+    "top:" and "mem:" lines account only races whose access stacks have
+    no frame of the series (mem: also those with a side that is the
+    guest's); "pair:" lines races of the two functions named, whatever
+    the frames."""
     if not is_race(kind) or len(accesses) != 2:
         return None
+    if write_locks(accesses[0][0]) & write_locks(accesses[1][0]):
+        return ('lock', 'the same mutex held for writing by both')
     for r in rules:
         if r[0] == 'pair' and tuple(sorted(tops)) == r[1]:
             return r
@@ -221,9 +240,13 @@ def main():
     passed = failed = skipped = 0
     for tap in sorted(glob.glob(os.path.join(a.logs, 'tsan-*.tap'))):
         plan = seen = 0
+        name = os.path.basename(tap)
         for line in open(tap, errors='replace'):
             if re.match(r'^1\.\.\d+', line):
                 plan = int(line[3:].split()[0])
+            elif line.startswith('Bail out!'):
+                failed += 1
+                print('not ok - %s: %s' % (name, line.strip()))
             elif line.startswith('not ok '):
                 seen += 1
                 failed += 1
@@ -241,6 +264,20 @@ def main():
         if plan == 0 and seen == 0:
             failed += 1
             print('not ok - %s: ran no test' % os.path.basename(tap))
+        # tsan.sh's record of the tests asked for and of the exit status
+        base = tap[:-len('.tap')]
+        if os.path.exists(base + '.planned'):
+            asked = int(open(base + '.planned').read().split()[0])
+            if seen < asked:
+                failed += asked - seen
+                print('not ok - %s: %d of the %d tests asked for did not '
+                      'report (crash or hang)' % (name, asked - seen, asked))
+        if os.path.exists(base + '.rc'):
+            rc = open(base + '.rc').read().strip()
+            if rc != '0':
+                failed += 1
+                print('not ok - %s: the test binary exited with status %s%s'
+                      % (name, rc, ' (timed out)' if rc == '124' else ''))
 
     # the reports
     distinct = collections.OrderedDict()

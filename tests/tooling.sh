@@ -699,6 +699,54 @@ R
 }
 tap "tsan_report.py: rules account data races only, top: only upstream ones, pair: its two functions; unsymbolized reports fail" tsan_rules_fail_closed
 
+# A qtest binary that bails out under TSan, with glib's plan line grown
+# only to the tests it ran (-p): the judge counts the tests asked for and
+# the exit status (tsan.sh's .planned and .rc), and a "Bail out!" fails,
+# in the judge and in make check's count; two accesses under the same
+# write lock are no race
+tsan_bailout_fails() {
+	local d=$work/tsanbail t=$work/tsanbail/tree
+	tsan_tree "$d"
+	printf '1..1\nok 1 /a\n1..2\nok 2 /b\nBail out! ERROR: x should be FALSE\n' >"$d/logs/tsan-x.tap"
+	: >"$d/rules"
+	if python3 "$top/scripts/tsan_report.py" --tree "$t" --builddir "$d/build" \
+		--logs "$d/logs" --rules "$d/rules" >"$d/out1"; then false; fi
+	grep -q 'Bail out' "$d/out1"
+	echo 4 >"$d/logs/tsan-x.planned"
+	echo 134 >"$d/logs/tsan-x.rc"
+	sed -i '/Bail out/d' "$d/logs/tsan-x.tap"
+	if python3 "$top/scripts/tsan_report.py" --tree "$t" --builddir "$d/build" \
+		--logs "$d/logs" --rules "$d/rules" >"$d/out2"; then false; fi
+	grep -q '2 of the 4 tests asked for did not report' "$d/out2"
+	grep -q 'exited with status 134' "$d/out2"
+	printf '1..1\nok 1 /a\nBail out! x\n' >"$d/bail.tap"
+	[ "$( . "$top/scripts/tap.sh"; count_tap "$d/bail.tap" x >/dev/null; echo "$fail")" -eq 1 ]
+	# the same lock held for writing by both accesses: no race
+	rm -f "$d/logs/tsan-x.planned" "$d/logs/tsan-x.rc"
+	printf '1..1\nok 1 /a\n' >"$d/logs/tsan-x.tap"
+	cat >"$d/logs/tsan-x.report.1" <<R
+==================
+WARNING: ThreadSanitizer: data race (pid=1)
+  Write of size 4 at 0x1 by main thread (mutexes: write M0):
+    #0 upstream_fn ../tree/util/x.c:1:2 (qemu-system-x86_64+0x2) (BuildId: ab)
+    #1 nvme_fn ../tree/hw/nvme/ctrl.c:1:1 (qemu-system-x86_64+0x3) (BuildId: ab)
+
+  Previous write of size 4 at 0x1 by thread T1 (mutexes: write M0, read M1):
+    #0 upstream_fn ../tree/util/x.c:1:1 (qemu-system-x86_64+0x4) (BuildId: ab)
+
+SUMMARY: ThreadSanitizer: data race ../tree/util/x.c:1:2 in upstream_fn
+==================
+R
+	python3 "$top/scripts/tsan_report.py" --tree "$t" --builddir "$d/build" \
+		--logs "$d/logs" --rules "$d/rules" >"$d/out3"
+	grep -q 'accounted by lock:the same mutex held for writing by both: 1' "$d/out3"
+	sed -i 's/(mutexes: write M0, read M1)/(mutexes: read M0)/' "$d/logs/tsan-x.report.1"
+	if python3 "$top/scripts/tsan_report.py" --tree "$t" --builddir "$d/build" \
+		--logs "$d/logs" --rules "$d/rules" >"$d/out4"; then false; fi
+	grep -q "1 in the series' code" "$d/out4"
+}
+tap "tsan_report.py: a bail-out, tests that did not run and a failed exit fail; the same write lock on both sides is no race" tsan_bailout_fails
+
 # qtest.sh on a fake build: a missing nvme-io-test fails; a unit test that
 # was not built fails, except the io_uring one in a build without liburing
 # (a skip naming it); each binary's exit status is kept for the count.
