@@ -1,7 +1,7 @@
 # nvme-dataplane: a patch queue for QEMU's hw/nvme, and its tooling.
 # Each target is a thin call into one script; see README.md.
 
-.PHONY: all deps tree export build qtest guest check check-series check-asan check-tsan soak fuzz bench bench-device libvirt-check clean help
+.PHONY: all deps tree export build qtest guest check check-guest check-series check-asan check-tsan soak fuzz bench bench-device libvirt-check clean help
 
 all: build
 
@@ -12,7 +12,8 @@ help:
 	@echo "make build   configure and build build/qemu into build/qemu-build"
 	@echo "make qtest   run the NVMe qtests against build/qemu-build"
 	@echo "make guest   build/guest: the Linux guest (kernel + initramfs) from Debian packages"
-	@echo "make check   all tests, from patches/ as committed"
+	@echo "make check   every test that boots no guest, from patches/ as committed (CI)"
+	@echo "make check-guest  the tests that boot a guest under TCG (Linux: fio, migration, libvirt)"
 	@echo "make check-series  the NVMe qtests at the last patch of every topic series"
 	@echo "make check-asan  the NVMe qtests against an AddressSanitizer build"
 	@echo "make check-tsan  the threaded NVMe qtests against a ThreadSanitizer build (TSAN_TOPICS)"
@@ -42,6 +43,9 @@ guest: deps
 
 check: deps
 	@scripts/check.sh
+
+check-guest: deps
+	@scripts/check_guest.sh
 
 check-series: deps
 	@scripts/check_series.sh $(SERIES)

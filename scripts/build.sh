@@ -7,6 +7,9 @@
 # --fuzz: clang with libFuzzer, AddressSanitizer and UBSan (qemu-fuzz-x86_64).
 # --valgrind: without io_uring, which valgrind 3.19 cannot run QEMU with (a
 # thread blocked in io_uring_enter keeps valgrind's lock).
+# --qtest-config: only what the qtests run (the accelerator qtest, no TCG;
+# the devices of scripts/qtest-devices.mak): make check's builds.  A Linux
+# guest does not run on such a build.
 # --line-tables: debug information of functions and line tables only (-g1):
 # a backtrace still has files and lines, and a compile takes about half the
 # time (make check's builds: hw/nvme/ctrl.c 5.0 s with -g, 2.7 s with -g1).
@@ -16,6 +19,7 @@ tree=$top/build/qemu
 bdir=
 extra=()
 fuzz=
+qtcfg=
 tsan=
 valgrind=
 while [ $# -gt 0 ]; do
@@ -27,6 +31,7 @@ while [ $# -gt 0 ]; do
 	--fuzz) fuzz=1; extra+=(--enable-fuzzing --enable-asan --enable-ubsan); shift ;;
 	--valgrind) valgrind=1; shift ;;
 	--line-tables) extra+=(--extra-cflags=-g1); shift ;;
+	--qtest-config) qtcfg=1; shift ;;
 	*) break ;;
 	esac
 done
@@ -49,6 +54,21 @@ targets=("${expanded[@]}")
 die() { echo "build: $*" >&2; exit 1; }
 [ -d "$tree" ] || die "no source tree at $tree: run 'make tree' first"
 tree=$(cd "$tree" && pwd)  # configure runs in the build directory
+
+if [ -n "$qtcfg" ]; then
+	# configure takes a device configuration by name, from the tree
+	# (copied only when it differs: a new mtime would make meson reconfigure)
+	mak=$tree/configs/devices/x86_64-softmmu/nvdp-qtest.mak
+	cmp -s "$top/scripts/qtest-devices.mak" "$mak" || cp "$top/scripts/qtest-devices.mak" "$mak"
+	# (untracked, and ignored: git status stays clean)
+	if ex=$(git -C "$tree" rev-parse --git-path info/exclude 2>/dev/null); then
+		case $ex in /*) ;; *) ex=$tree/$ex ;; esac
+		mkdir -p "$(dirname "$ex")"
+		grep -qx '/configs/devices/x86_64-softmmu/nvdp-qtest.mak' "$ex" 2>/dev/null ||
+			echo /configs/devices/x86_64-softmmu/nvdp-qtest.mak >>"$ex"
+	fi
+	extra+=(--disable-tcg --without-default-devices --with-devices-x86_64=nvdp-qtest)
+fi
 
 cc=cc cxx=c++
 [ -z "$fuzz$tsan" ] || { cc=clang; cxx=clang++; }

@@ -308,7 +308,8 @@ count_tap_fails_closed() {
 	# no stream at all (a step that did not run, or a stale one removed)
 	[ "$( . "$top/scripts/tap.sh"; count_tap "$work/absent.tap" x >/dev/null; echo "$fail")" -eq 1 ]
 	# make check passes each step's exit status and removes old outputs
-	grep -q 'count_tap "$logs/libvirt.tap" libvirt $st' "$top/scripts/check.sh"
+	grep -q 'count_tap "$logs/libvirt.tap" libvirt $st' "$top/scripts/check_guest.sh"
+	grep -q 'rm -f "$logs"/\*.tap' "$top/scripts/check_guest.sh"
 	grep -q 'rm -rf "$logs/soak"' "$top/scripts/check.sh"
 }
 tap "make check's counting: no plan, fewer or more cases than planned, a failed or timed-out script, no stream: each fails" count_tap_fails_closed
@@ -775,8 +776,26 @@ qtest_fails_closed() {
 	  count_tap "$l/qtest-unit-test-aio.tap" unit-test-aio "$(cat "$l/qtest-unit-test-aio.rc")"
 	  [ "$fail" -eq 1 ] ) >"$work/qt.count"
 	grep -q 'exited with status 3' "$work/qt.count"
+	# nvme-io-test runs a topic at a time: a topic whose run dies half
+	# way fails for each test it did not report, and for its status
+	cat >"$b/tests/qtest/nvme-io-test" <<'F'
+#!/bin/sh
+[ "$1" = -l ] && { printf '/x86_64/nvme-io/a/one\n/x86_64/nvme-io/a/two\n/x86_64/nvme-io/b/one\n'; exit 0; }
+case "$*" in */a/one*) echo "ok 1 /x86_64/nvme-io/a/one"; echo "1..1"; exit 134 ;; esac
+echo "ok 1 /x86_64/nvme-io/b/one"; echo "1..1"
+F
+	chmod +x "$b/tests/qtest/nvme-io-test"
+	"$top/scripts/qtest.sh" --builddir "$b" --logs "$l" >"$work/qt.out"
+	( . "$top/scripts/tap.sh"
+	  count_tap "$l/qtest-nvme-io-a.tap" nvme-io-a "$(cat "$l/qtest-nvme-io-a.rc")"
+	  [ "$pass" -eq 1 ] && [ "$fail" -eq 2 ] ) >"$work/qt.count"
+	grep -q 'test 2 of 2 did not report' "$work/qt.count"
+	( . "$top/scripts/tap.sh"
+	  count_tap "$l/qtest-nvme-io-b.tap" nvme-io-b "$(cat "$l/qtest-nvme-io-b.rc")"
+	  [ "$pass" -eq 1 ] && [ "$fail" -eq 0 ] )
+	[ ! -e "$l/qtest-nvme-io.tap" ]
 }
-tap "qtest.sh: a missing binary fails, only the io_uring unit test may skip (no liburing), exit statuses count" qtest_fails_closed
+tap "qtest.sh: a missing binary fails, only the io_uring unit test may skip (no liburing), exit statuses count, a topic that dies fails its unreported tests" qtest_fails_closed
 
 # The harness itself: a failing step in the middle of a case fails it.
 harness_fails() { false; true; }
