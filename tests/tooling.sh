@@ -797,6 +797,26 @@ F
 }
 tap "qtest.sh: a missing binary fails, only the io_uring unit test may skip (no liburing), exit statuses count, a topic that dies fails its unreported tests" qtest_fails_closed
 
+# soak.sh: a run in which a kind of operation never executed fails,
+# naming it (a replay, SOAK_STEPS, stops early and may leave kinds out)
+soak_never_executed() {
+	local b=$work/sk l=$work/skl
+	mkdir -p "$b/tests/qtest" "$l"
+	printf '#!/bin/sh\n' >"$b/qemu-system-x86_64"
+	cat >"$b/tests/qtest/nvme-soak" <<'F'
+#!/bin/sh
+echo "1..1"
+echo "ok 1 - mmio.shadow.msix"
+echo '# {"config": "mmio.shadow.msix", "seconds": 1, "steps": 10, "steps_per_second": 10, "commands": 5, "interrupts": 1, "migrations": 0, "werror_stops": 0, "torn_reads": 0, "ops": {"read": 7, "migrate": '"${FAKE_MIGRATE:-0}"'}}'
+F
+	chmod +x "$b/qemu-system-x86_64" "$b/tests/qtest/nvme-soak"
+	if "$top/scripts/soak.sh" --no-build --builddir "$b" --logs "$l" >"$work/sk.out" 2>&1; then false; fi
+	grep -q '^# soak: not ok: never executed over the whole run: migrate' "$work/sk.out"
+	FAKE_MIGRATE=3 "$top/scripts/soak.sh" --no-build --builddir "$b" --logs "$l" >"$work/sk.out" 2>&1
+	SOAK_STEPS=10 "$top/scripts/soak.sh" --no-build --builddir "$b" --logs "$l" >"$work/sk.out" 2>&1
+}
+tap "soak.sh: a run in which a kind of operation never executed fails" soak_never_executed
+
 # The harness itself: a failing step in the middle of a case fails it.
 harness_fails() { false; true; }
 ( tap "harness" harness_fails ) >"$work/harness.out"
