@@ -817,6 +817,31 @@ F
 }
 tap "soak.sh: a run in which a kind of operation never executed fails" soak_never_executed
 
+# build.sh --qtest-config: the device file goes into the tree's configs
+# (configure takes one by name), ignored by git, and is rewritten only
+# when it differs (a new mtime would make meson reconfigure every prefix)
+qtest_config_file() {
+	local t=$work/qtcfg b=$work/qtcfg-build mak m1 m2
+	mkdir -p "$t/configs/devices/x86_64-softmmu"
+	git -C "$t" init -q
+	printf '#!/bin/sh\nexit 1\n' >"$t/configure"
+	chmod +x "$t/configure"
+	git -C "$t" add configure
+	git -C "$t" -c user.name=t -c user.email=t@t commit -q -m t
+	mak=$t/configs/devices/x86_64-softmmu/nvdp-qtest.mak
+	if "$top/scripts/build.sh" --qtest-config --tree "$t" --builddir "$b" >/dev/null 2>&1; then false; fi
+	cmp -s "$mak" "$top/scripts/qtest-devices.mak"
+	grep -q CONFIG_NVME_PCI=y "$mak"
+	[ -z "$(git -C "$t" status --porcelain)" ]
+	m1=$(stat -c %Y "$mak")
+	sleep 1
+	if "$top/scripts/build.sh" --qtest-config --tree "$t" --builddir "$b" >/dev/null 2>&1; then false; fi
+	m2=$(stat -c %Y "$mak")
+	[ "$m1" = "$m2" ]
+	[ "$(grep -c nvdp-qtest.mak "$t/.git/info/exclude")" -eq 1 ]
+}
+tap "build.sh --qtest-config: its device file in the tree, ignored by git, rewritten only when it differs" qtest_config_file
+
 # The harness itself: a failing step in the middle of a case fails it.
 harness_fails() { false; true; }
 ( tap "harness" harness_fails ) >"$work/harness.out"
