@@ -9,9 +9,7 @@
 #      emulator and the nvme qtests, in the configuration the qtests need
 #      (build.sh --qtest-config: no TCG, scripts/qtest-devices.mak)
 #   5. the nvme qtests, upstream's and ours, against the full series, and
-#      the libvirt example of nvme.rst (tests/docs_examples.py); the
-#      tests of topics with threads that 5b runs under ThreadSanitizer
-#      run there only (scripts/qtest.sh --tsan-elsewhere)
+#      the libvirt example of nvme.rst (tests/docs_examples.py)
 #   5b. the qtests of every topic with threads under ThreadSanitizer
 #      (scripts/tsan.sh; CHECK_TSAN_TOPICS to choose fewer)
 #   5c. a short run of the seeded soak over every data-plane mode
@@ -55,11 +53,7 @@ count_tap "$logs/tooling.tap" tooling $?
 
 step "2. the series applies to pristine upstream"
 # build/check/qemu is the check's own scratch tree: start it from 'upstream'
-if git -C "$tree" rev-parse -q --verify upstream >/dev/null 2>&1; then
-	git -C "$tree" checkout -q -f main 2>/dev/null
-	git -C "$tree" reset -q --hard upstream
-fi
-if NVME_DP_TREE=$tree "$top/scripts/tree.sh" --reapply >"$logs/tree.log" 2>&1; then
+if check_tree_apply "$tree" "$patches" "$logs/tree.log"; then
 	ok "series: ${#plist[@]} patch(es) in ${#ends[@]} series apply to upstream $(. "$top/upstream.conf"; echo "$QEMU_VERSION")"
 	applied=1
 else

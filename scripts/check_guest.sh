@@ -22,18 +22,15 @@ patches=${NVME_DP_PATCHES:-$top/patches}
 mkdir -p "$logs"
 
 . "$top/scripts/tap.sh"
+. "$top/scripts/series.sh"
 step() {
 	echo "# $* [$((SECONDS / 60)) min]"
 }
 
 step "0. the series from patches/, and a build with TCG"
-# build/check/qemu is make check's scratch tree: start it from 'upstream'
-if git -C "$tree" rev-parse -q --verify upstream >/dev/null 2>&1; then
-	git -C "$tree" checkout -q -f main 2>/dev/null
-	git -C "$tree" reset -q --hard upstream
-fi
 rm -f "$logs"/*.tap "$logs"/*.log
-if ! NVME_DP_PATCHES=$patches NVME_DP_TREE=$tree "$top/scripts/tree.sh" --reapply >"$logs/tree.log" 2>&1; then
+# build/check/qemu is make check's scratch tree: start it from 'upstream'
+if ! check_tree_apply "$tree" "$patches" "$logs/tree.log"; then
 	tail -n 20 "$logs/tree.log" | sed 's/^/#   /'
 	notok "series: applies to upstream (see $logs/tree.log)"
 elif ! "$top/scripts/build.sh" --line-tables --tree "$tree" --builddir "$bdir" \

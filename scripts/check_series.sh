@@ -28,11 +28,7 @@ done
 
 mkdir -p "$chk"
 # build/check/qemu is make check's scratch tree: start it from 'upstream'
-if git -C "$tree" rev-parse -q --verify upstream >/dev/null 2>&1; then
-	git -C "$tree" checkout -q -f main 2>/dev/null
-	git -C "$tree" reset -q --hard upstream
-fi
-NVME_DP_TREE=$tree "$top/scripts/tree.sh" --reapply >"$chk/series-tree.log" 2>&1 ||
+check_tree_apply "$tree" "$patches" "$chk/series-tree.log" ||
 	{ cat "$chk/series-tree.log" >&2; exit 1; }
 
 n=0 fail=0

@@ -54,3 +54,16 @@ series_counts() {
 		echo "$d $(series_patches "$1" | grep -c "^$d/")"
 	done
 }
+
+# check_tree_apply TREE PATCHES LOG: make check's scratch tree (check.sh,
+# check_guest.sh, check_series.sh) from 'upstream' again, with the series
+# of PATCHES applied (tree.sh --reapply, its output in LOG); tree.sh's
+# status
+check_tree_apply() {
+	local tree=$1 patches=$2 log=$3
+	if git -C "$tree" rev-parse -q --verify upstream >/dev/null 2>&1; then
+		git -C "$tree" checkout -q -f main 2>/dev/null
+		git -C "$tree" reset -q --hard upstream
+	fi
+	NVME_DP_PATCHES=$patches NVME_DP_TREE=$tree "$top/scripts/tree.sh" --reapply >"$log" 2>&1
+}

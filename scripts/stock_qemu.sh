@@ -4,8 +4,9 @@
 # depends on, downloaded from the Debian mirror with an apt configuration
 # of its own (the host's apt is not touched) and unpacked, not installed,
 # into a cache; the binary runs with sid's own loader and libraries.
-#   stock_qemu.sh [--print]   prints the path of a wrapper script that runs
-#                             the stock qemu-system-x86_64 ("$@" passed on)
+#   stock_qemu.sh   prints the path of a wrapper script that runs the
+#                   stock qemu-system-x86_64 ("$@" passed on; root: the
+#                   wrapper bind-mounts in a mount namespace of its own)
 # Exits 2, saying why, where the packages cannot be had (no mirror, no
 # such version): a test that needs the peer reports a skip.
 set -euo pipefail

@@ -112,10 +112,11 @@ run_topic() {
 # The topics run TSAN_JOBS at a time (3): a run waits on its QEMU and its
 # backends most of the time (one run alone keeps a core 30 % busy), and
 # each topic has files of its own.  Their summaries print in order after.
-jobs=${TSAN_JOBS:-3}
+njobs=${TSAN_JOBS:-3}
+[ "$njobs" -ge 1 ] 2>/dev/null || njobs=1
 start_all=$(date +%s)
 for t in "${topics[@]}"; do
-	while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+	while [ "$(jobs -rp | wc -l)" -ge "$njobs" ]; do
 		wait -n
 	done
 	run_topic "$t" &
@@ -124,7 +125,7 @@ wait
 for t in "${topics[@]}"; do
 	cat "$logs/tsan-$t.summary" 2>/dev/null
 done
-echo "# tsan: ${#topics[@]} topics, $jobs at a time: $(($(date +%s) - start_all)) s"
+echo "# tsan: ${#topics[@]} topics, $njobs at a time: $(($(date +%s) - start_all)) s"
 
 exec python3 "$top/scripts/tsan_report.py" --tree "$tree" --builddir "$bdir" --logs "$logs" \
 	--rules "$rules"
