@@ -109,11 +109,10 @@ run_topic() {
 	} >"$logs/tsan-$t.summary"
 }
 
-# The topics run TSAN_JOBS at a time (1; 3 takes a third of the time, but
-# coalescing/flush-mask once missed its timer signal under that load:
-# see docs/testing.md).  A run keeps a core about 30 % busy, and
-# each topic has files of its own.  Their summaries print in order after.
-njobs=${TSAN_JOBS:-1}
+# The topics run TSAN_JOBS (3) at a time: a run keeps a core about 30 %
+# busy, and each topic has files of its own.  Their summaries print in
+# order after.
+njobs=${TSAN_JOBS:-3}
 [ "$njobs" -ge 1 ] 2>/dev/null || njobs=1
 start_all=$(date +%s)
 for t in "${topics[@]}"; do
