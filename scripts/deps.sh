@@ -78,10 +78,11 @@ fi
 if [ "$codename" = bookworm ]; then
 	# bookworm-backports, for the @backports packages only (pinned).
 	src=/etc/apt/sources.list.d/nvme-dataplane-backports.sources
-	if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/ ; then
+	mirror=$("$here/debian_mirror.sh") || mirror=
+	if [ -n "$mirror" ] && ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/ ; then
 		$SUDO tee "$src" >/dev/null <<-SRC
 		Types: deb
-		URIs: http://deb.debian.org/debian
+		URIs: $mirror
 		Suites: bookworm-backports
 		Components: main
 		Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
@@ -117,4 +118,9 @@ for p in "${pkgs[@]}" "${bpo[@]}"; do
 		exit 1
 	fi
 done
+# QEMU 11.1 as Debian ships it, the peer of the migration tests (unpacked
+# into a cache, not installed): without it they report a skip
+if ! "$here/stock_qemu.sh" >/dev/null; then
+	echo "deps: no stock QEMU 11.1 to migrate with (scripts/stock_qemu.sh)" >&2
+fi
 echo "deps: done"

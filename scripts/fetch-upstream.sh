@@ -69,7 +69,9 @@ if [ -z "${NVME_DP_NO_APT:-}" ] && command -v apt-get >/dev/null; then
 	if [ ! -f "$src" ] && [ -z "${NVME_DP_NO_APT_SOURCES:-}" ]; then
 		SUDO=; [ "$(id -u)" -eq 0 ] || SUDO=sudo
 		tried+=("apt-get source after adding $src (deb-src, Debian sid)")
-		printf '%s\n' 'Types: deb-src' 'URIs: http://deb.debian.org/debian' \
+		mirror=$("$(dirname "$0")/debian_mirror.sh") || mirror=
+		[ -n "$mirror" ] &&
+		printf '%s\n' 'Types: deb-src' "URIs: $mirror" \
 			'Suites: sid' 'Components: main' \
 			'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' |
 			$SUDO tee "$src" >/dev/null &&

@@ -14,7 +14,9 @@ want=${STOCK_QEMU_VERSION:-1:11.1.3+ds-1}
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/nvdp-stock-qemu
 root=$cache/root-${want//[:+~]/_}
 wrap=$root/qemu-system-x86_64
-mirror=${STOCK_QEMU_MIRROR:-http://deb.debian.org/debian}
+# the host's own Debian mirror (its apt sources), unless told
+mirror=${STOCK_QEMU_MIRROR:-$("$(dirname "$0")/debian_mirror.sh" || true)}
+[ -n "$mirror" ] || { echo "stock-qemu: no Debian mirror in the host's apt sources (STOCK_QEMU_MIRROR sets one)" >&2; exit 2; }
 if [ -x "$wrap" ] && "$wrap" --version >/dev/null 2>&1; then
 	echo "$wrap"
 	exit 0

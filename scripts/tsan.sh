@@ -69,6 +69,12 @@ if grep -v '^#' "$rules" | sed 's/#.*//' | grep -q -i nvme; then
 fi
 
 export QTEST_QEMU_BINARY=$bdir/qemu-system-x86_64
+# QEMU 11.1 as Debian ships it, the peer of the migration tests; they
+# report a skip without it (make deps fetches it)
+if [ -z "${QTEST_QEMU_BINARY_PEER+set}" ]; then
+	QTEST_QEMU_BINARY_PEER=$("$top/scripts/stock_qemu.sh" 2>/dev/null) || QTEST_QEMU_BINARY_PEER=
+	export QTEST_QEMU_BINARY_PEER
+fi
 # glib 2.74's slice allocator hands memory between threads under its own
 # (uninstrumented) locks: every GArray looks racy.  Plain malloc instead.
 export G_SLICE=always-malloc
