@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# make check: every test that needs no guest, from patches/ as committed
-# (make check-guest, scripts/check_guest.sh, boots the guests).
+# make check: the tests from patches/ as committed; one guest (step 7),
+# the others in make check-guest (scripts/check_guest.sh).
 #   1. the project's tests of its own tooling
 #   2. the series applies to pristine upstream (fresh check tree)
 #   3. checkpatch.pl on every patch: 0 errors (warnings listed); every
@@ -15,6 +15,9 @@
 #   5c. a short run of the seeded soak over every data-plane mode
 #      (scripts/soak.sh; CHECK_SOAK_SECONDS per mode, CHECK_SOAK_SEED)
 #   6. the guest-less device benchmark's short run (tests/bench_device_smoke.py)
+#   7. a Linux guest under fio verify live-migrated in turns to QEMU 11.1
+#      (Debian's, scripts/stock_qemu.sh) and back (tests/guest_peer.py),
+#      on a build with TCG in build/check/guest-build
 # Ends with "N passed, N failed, N skipped", one count per test case.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -217,6 +220,30 @@ if [ -n "$applied" ]; then
 	st=$?
 	sed 's/^/#   /' "$logs/bench-device.tap"
 	count_tap "$logs/bench-device.tap" bench-device $st
+
+	# The one guest of make check: the controller's stream is QEMU
+	# 11.1's, and a Linux driver's use of it (shadow doorbells, I/O in
+	# flight at the switchover) is what must survive the move.  A build
+	# with TCG, which make check-guest reuses.
+	rm -f "$logs/peer.tap"
+	step "7. a Linux guest under fio verify moves to QEMU 11.1 and back"
+	peer=${NVME_DP_PEER-$("$top/scripts/stock_qemu.sh" 2>"$logs/stock-qemu.err")}
+	gbdir=$chk/guest-build
+	if ! "$top/scripts/build.sh" --line-tables --tree "$tree" --builddir "$gbdir" \
+		qemu-system-x86_64 >"$logs/guest-build.log" 2>&1; then
+		tail -n 30 "$logs/guest-build.log" | sed 's/^/#   /'
+		notok "build of the full series with TCG (see $logs/guest-build.log)"
+	elif ! "$top/scripts/guest_image.py" >"$logs/guest-image.log" 2>&1; then
+		tail -n 20 "$logs/guest-image.log" | sed 's/^/#   /'
+		notok "guest image (see $logs/guest-image.log)"
+	else
+		NVME_DP_QEMU=$gbdir/qemu-system-x86_64 NVME_DP_PEER=$peer \
+		E2E_LOGS=$logs/peer timeout 1800 "$top/tests/guest_peer.py" \
+			>"$logs/peer.tap" 2>"$logs/peer.err"
+		st=$?
+		sed 's/^/#   /' "$logs/peer.tap"
+		count_tap "$logs/peer.tap" peer $st
+	fi
 fi
 
 echo

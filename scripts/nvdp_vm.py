@@ -37,7 +37,10 @@ def qemu_python(qemu=None):
 def machine(args, qemu=None, tmp=None):
     """A QEMUMachine (python/qemu/machine of the pinned tree) for @qemu with
     @args, its serial console on a socket; not launched yet."""
-    path = qemu_python(qemu)
+    # python/qemu of this tree, also for a QEMU built elsewhere (a peer)
+    own = qemu and os.path.exists(os.path.join(os.path.dirname(qemu),
+                                               "config-host.mak"))
+    path = qemu_python(qemu if own else None)
     if path not in sys.path:
         sys.path.insert(0, path)
     from qemu.machine import QEMUMachine  # pylint: disable=import-error

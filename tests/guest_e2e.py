@@ -214,12 +214,12 @@ def drain_console(sock, log):
         yield line
 
 
-def migrate_to(src, args, tmp):
-    """Live-migrate @src's VM to a new QEMU with @args; returns it and
-    query-migrate's answer on the source once done."""
+def migrate_to(src, args, tmp, qemu=None):
+    """Live-migrate @src's VM to a new QEMU (@qemu, or this one) with
+    @args; returns it and query-migrate's answer on the source once done."""
     tmp = tempfile.mkdtemp(dir=tmp)         # its own socket paths
     sock = os.path.join(tmp, "mig.sock")
-    dst = nvdp_vm.machine(args + ["-incoming", "defer"], tmp=tmp)
+    dst = nvdp_vm.machine(args + ["-incoming", "defer"], qemu=qemu, tmp=tmp)
     dst.launch()
     nvdp_vm.qmp_cmd(dst, "migrate-incoming", uri="unix:" + sock)
     nvdp_vm.qmp_cmd(src, "migrate-set-parameters",
