@@ -9,6 +9,13 @@ CONFIG_VIRTIO_PCI=y
 CONFIG_VIRTIO_BLK=y
 CONFIG_VTD=y
 CONFIG_PCIE_PORT=y
+# The pc machine's own devices that a default build has: the migration
+# tests move a VM between this build and QEMU 11.1 as Debian builds it,
+# whose pc-i440fx machines have them
+CONFIG_FDC_ISA=y
+CONFIG_HPET=y
+CONFIG_VMPORT=y
+CONFIG_VMMOUSE=y
 # What needs them does not select them (NVMe's SPDM responder; the ACPI
 # CEDT table of ACPI_X86 links against CXL's host code)
 CONFIG_SPDM_SOCKET=y
