@@ -229,14 +229,7 @@ if [ -n "$applied" ]; then
 	step "7. a Linux guest under fio verify moves to QEMU 11.1 and back"
 	peer=${NVME_DP_PEER-$("$top/scripts/stock_qemu.sh" 2>"$logs/stock-qemu.err")}
 	gbdir=$chk/guest-build
-	if ! "$top/scripts/build.sh" --line-tables --tree "$tree" --builddir "$gbdir" \
-		qemu-system-x86_64 >"$logs/guest-build.log" 2>&1; then
-		tail -n 30 "$logs/guest-build.log" | sed 's/^/#   /'
-		notok "build of the full series with TCG (see $logs/guest-build.log)"
-	elif ! "$top/scripts/guest_image.py" >"$logs/guest-image.log" 2>&1; then
-		tail -n 20 "$logs/guest-image.log" | sed 's/^/#   /'
-		notok "guest image (see $logs/guest-image.log)"
-	else
+	if guest_build "$tree" "$gbdir" "$logs"; then
 		NVME_DP_QEMU=$gbdir/qemu-system-x86_64 NVME_DP_PEER=$peer \
 		E2E_LOGS=$logs/peer timeout 1800 "$top/tests/guest_peer.py" \
 			>"$logs/peer.tap" 2>"$logs/peer.err"

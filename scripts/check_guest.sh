@@ -33,14 +33,7 @@ rm -f "$logs"/*.tap "$logs"/*.log
 if ! check_tree_apply "$tree" "$patches" "$logs/tree.log"; then
 	tail -n 20 "$logs/tree.log" | sed 's/^/#   /'
 	notok "series: applies to upstream (see $logs/tree.log)"
-elif ! "$top/scripts/build.sh" --line-tables --tree "$tree" --builddir "$bdir" \
-	qemu-system-x86_64 >"$logs/build.log" 2>&1; then
-	tail -n 30 "$logs/build.log" | sed 's/^/#   /'
-	notok "build of the full series with TCG (see $logs/build.log)"
-elif ! "$top/scripts/guest_image.py" >"$logs/guest-image.log" 2>&1; then
-	tail -n 20 "$logs/guest-image.log" | sed 's/^/#   /'
-	notok "guest image (see $logs/guest-image.log)"
-else
+elif guest_build "$tree" "$bdir" "$logs"; then
 	qemu=$bdir/qemu-system-x86_64
 
 	step "1. guest end-to-end tests (Linux guest, TCG)"

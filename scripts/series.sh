@@ -67,3 +67,22 @@ check_tree_apply() {
 	fi
 	NVME_DP_PATCHES=$patches NVME_DP_TREE=$tree "$top/scripts/tree.sh" --reapply >"$log" 2>&1
 }
+
+# guest_build TREE BDIR LOGS: the series in TREE built with TCG (the
+# default configuration) in BDIR, and the Linux guest image; what fails
+# is a failed case (tap.sh's notok), its log's tail printed.  Status 0
+# when both are there.
+guest_build() {
+	local tree=$1 bdir=$2 logs=$3
+	if ! "$top/scripts/build.sh" --line-tables --tree "$tree" --builddir "$bdir" \
+		qemu-system-x86_64 >"$logs/guest-build.log" 2>&1; then
+		tail -n 30 "$logs/guest-build.log" | sed 's/^/#   /'
+		notok "build of the full series with TCG (see $logs/guest-build.log)"
+		return 1
+	fi
+	if ! "$top/scripts/guest_image.py" >"$logs/guest-image.log" 2>&1; then
+		tail -n 20 "$logs/guest-image.log" | sed 's/^/#   /'
+		notok "guest image (see $logs/guest-image.log)"
+		return 1
+	fi
+}
