@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compare the NVMe controller's migration stream of two QEMU binaries.
 
-    stream_compare.py QEMU_A QEMU_B [--keep DIR]
+    stream_compare.py QEMU_A QEMU_B [--keep DIR] [--fields ANALYZER]
 
 Each binary runs the same guest over the qtest protocol (no guest code:
 the host side is driven from here): pc-q35-10.2, an nvme controller with
@@ -10,7 +10,11 @@ Asynchronous Event Request outstanding.  The VM is stopped and saved
 with "migrate exec:cat > FILE".  The script prints the size of each
 stream's nvme section and every byte where they differ, and exits 0 when
 the sections have the same length (differing bytes are listed, not
-failed: each QEMU version reports its own defaults).  Written to check
+failed: each QEMU version reports its own defaults).  With --fields and
+the path of QEMU's scripts/analyze-migration.py, it also reads both
+sections field by field with B's own description of its section (from
+B's stream), lists the fields whose values differ, and fails unless both
+read to the end with the same fields.  Written to check
 that this controller writes QEMU 11.1's stream: QEMU_B is then the
 stock binary scripts/stock_qemu.sh prints.
 """
@@ -172,19 +176,69 @@ def section(path, name=b"0000:00:04.0/nvme"):
     return d[start:end]
 
 
+def nvme_desc(path, analyzer):
+    """The description of the nvme section that the stream at @path
+    carries (its vmdesc)"""
+    import types
+    # its classes, without the command line part at its end
+    text = open(analyzer).read()
+    am = types.ModuleType("analyze_migration")
+    exec(compile(text[:text.index("\nparser = argparse")], analyzer,
+                 "exec"), am.__dict__)
+    dump = am.MigrationDump(path)
+    dump.read(desc_only=True)
+    for device in dump.vmsd_desc["devices"]:
+        if device["name"] == "0000:00:04.0/nvme":
+            return am, device
+    raise RuntimeError("%s: no description of the nvme section" % path)
+
+
+def flatten(v, pre=""):
+    """Leaf values of a decoded section, in stream order, by path"""
+    out = []
+    if isinstance(v, dict):
+        for k, x in v.items():
+            out += flatten(x, pre + "/" + k)
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            out += flatten(x, "%s[%d]" % (pre, i))
+    else:
+        out.append((pre, v))
+    return out
+
+
+def decode(am, desc, body, tmp):
+    """@body read field by field with the section description @desc"""
+    import copy
+    path = os.path.join(tmp, "body")
+    with open(path, "wb") as f:
+        f.write(body)
+    f = am.MigrationFile(path)
+    sec = am.VMSDSection(f, 1, copy.deepcopy(desc), ("nvme", 0))
+    sec.read()
+    left = len(body) - f.file.tell()
+    return flatten(json.loads(json.dumps(sec.getDict(),
+                                         cls=am.JSONEncoder))), left
+
+
 def main():
     args = sys.argv[1:]
-    keep = None
+    keep = analyzer = None
     if "--keep" in args:
         keep = args[args.index("--keep") + 1]
         args = [a for a in args if a not in ("--keep", keep)]
+    if "--fields" in args:
+        analyzer = args[args.index("--fields") + 1]
+        args = [a for a in args if a not in ("--fields", analyzer)]
     if len(args) != 2:
         print(__doc__, file=sys.stderr)
         return 2
-    bodies = []
+    bodies, streams, tmps = [], [], []
     for k, binary in enumerate(args):
         tmp = tempfile.mkdtemp(prefix="stream-cmp-", dir=keep)
-        bodies.append(section(save(binary, tmp)))
+        streams.append(save(binary, tmp))
+        tmps.append(tmp)
+        bodies.append(section(streams[-1]))
         print("%s: nvme section %d bytes (%s)" % ("AB"[k], len(bodies[-1]),
                                                   binary))
     a, b = bodies
@@ -192,7 +246,24 @@ def main():
     print("bytes that differ: %d" % len(diff))
     for i in diff[:64]:
         print("  offset %d: A %02x B %02x" % (i, a[i], b[i]))
-    return 0 if len(a) == len(b) else 1
+    rc = 0 if len(a) == len(b) else 1
+
+    # Field by field: both sections read with B's own description of its
+    # section (QEMU 11.1's, when B is the stock binary), with QEMU's
+    # stream analyzer
+    if analyzer:
+        am, desc = nvme_desc(streams[1], analyzer)
+        fa, left_a = decode(am, desc, a, tmps[0])
+        fb, left_b = decode(am, desc, b, tmps[1])
+        print("fields, read with B's description: A %d (%d bytes left), "
+              "B %d (%d bytes left)" % (len(fa), left_a, len(fb), left_b))
+        fdiff = [(x, y) for x, y in zip(fa, fb) if x != y]
+        print("fields that differ: %d" % len(fdiff))
+        for x, y in fdiff[:64]:
+            print("  %s: A %s B %s" % (x[0], x[1], y[1]))
+        if len(fa) != len(fb) or left_a or left_b:
+            rc = 1
+    return rc
 
 
 if __name__ == "__main__":
