@@ -5,10 +5,11 @@
 #   soak.sh [--no-build] [--asan] [--tree DIR] [--builddir DIR] [--logs DIR]
 #
 # Environment (passed to nvme-soak): SOAK_SECONDS (per configuration,
-# default 60 here), SOAK_CONFIGS (all 24 by default: mmio, ioeventfd,
+# default 60 here), SOAK_CONFIGS (all 38 by default: mmio, ioeventfd,
 # irq-eventfd, iothread, iothread-poll, iothreads, each with shadow
-# doorbells and without, MSI-X and pin-based; an entry may name a part,
-# "iothread" or "pin"), SOAK_SEED (a new one by default, printed),
+# doorbells and without, MSI-X and pin-based, and 14 with device options,
+# exclbar, cmb, cmb-legacy, pmr, mdts, mqes and pi, in mmio and iothread;
+# an entry may name a part, "iothread" or "pin"), SOAK_SEED (a new one by default, printed),
 # SOAK_STEPS, SOAK_STALL_S, SOAK_SKIP, SOAK_QEMU_ARGS, SOAK_DEBUG, SOAK_GDB.
 #
 # --asan builds into build/asan-build (as make check-asan) and fails on any
