@@ -140,14 +140,15 @@ if [ -n "$applied" ]; then
 		sed 's/^/#   /' "$logs/docs.tap"
 		count_tap "$logs/docs.tap" docs $st
 		# QEMU's own test runner knows the queue's tests: blk-bench's smoke
-		# runs pass under meson test, nvme-soak is a test of the slow setup
+		# runs and the soak model's self-test pass under meson test,
+		# nvme-soak is a test of the slow setup
 		if (cd "$bdir" && timeout 300 meson test --no-rebuild \
-			qtest-x86_64/blk-bench-nvme qtest-x86_64/blk-bench-virtio-blk) \
-			>"$logs/meson-test.log" 2>&1; then
-			ok "meson test: qtest-x86_64/blk-bench-nvme and blk-bench-virtio-blk"
+			qtest-x86_64/blk-bench-nvme qtest-x86_64/blk-bench-virtio-blk \
+			nvme-soak-model) >"$logs/meson-test.log" 2>&1; then
+			ok "meson test: qtest-x86_64/blk-bench-nvme, blk-bench-virtio-blk and nvme-soak-model"
 		else
 			tail -n 20 "$logs/meson-test.log" | sed 's/^/#   /'
-			notok "meson test: qtest-x86_64/blk-bench-nvme and blk-bench-virtio-blk (see $logs/meson-test.log)"
+			notok "meson test: qtest-x86_64/blk-bench-nvme, blk-bench-virtio-blk and nvme-soak-model (see $logs/meson-test.log)"
 		fi
 		if (cd "$bdir" && meson test --no-rebuild --setup slow --list 2>/dev/null) |
 			grep -q 'qtest-x86_64/nvme-soak$'; then
