@@ -50,6 +50,19 @@ def machine(args, qemu=None, tmp=None):
     return vm
 
 
+def died(vm):
+    """If @vm's QEMU was killed by a signal (an assertion, a crash), print
+    the end of what it wrote to stderr: the TAP line only says it is gone.
+    Call it after its shutdown."""
+    code = vm.exitcode()
+    if code is None or code >= 0:
+        return
+    sys.stderr.write("# QEMU %s died on signal %d; the end of its output:\n"
+                     % (vm.binary, -code))
+    for line in (vm.get_log() or "").splitlines()[-40:]:
+        sys.stderr.write("#   %s\n" % line)
+
+
 def qmp_cmd(vm, name, **args):
     """QMP command @name on @vm; RuntimeError when it fails or QEMU is gone."""
     try:
@@ -210,6 +223,7 @@ class Guest:
                 self.vm.shutdown(hard=True)
             except Exception:                # already gone
                 pass
+            died(self.vm)
         if self.log:
             self.log.close()
         shutil.rmtree(self.tmp, ignore_errors=True)

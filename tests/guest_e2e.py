@@ -267,6 +267,7 @@ def run_migrating(g, timeout, on_line):
                         error = error or "migration %d: %s" % (len(done),
                                                                info)
                         dst.shutdown(hard=True)
+                        nvdp_vm.died(dst)
                         break
                     # what the guest printed on the source's console
                     # meanwhile (a fio job that ended)
