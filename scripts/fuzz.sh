@@ -31,7 +31,7 @@ for a in "$@"; do
 done
 [ ${#configs[@]} -gt 0 ] || configs=(nvme nvme-eventfd nvme-iothread nvme-iothread-poll nvme-iothreads
 	nvme-coalescing nvme-options nvme-options-pmr nvme-iothread-options
-	nvme-iothread-options-pmr)
+	nvme-iothread-options-pmr nvme-sriov)
 
 if [ -n "$build" ]; then
 	"$top/scripts/build.sh" --fuzz --builddir "$bdir" qemu-fuzz-x86_64 || exit 1
